@@ -1,0 +1,344 @@
+"""The model behaves as a transformers 5.x encoder-decoder: attention implementations, cache, loss, Trainer,
+save/load (also as remote code), gradient checkpointing, bf16, and clear errors for bad input."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from safetensors import safe_open
+from torch import nn
+from transformers import (
+    AutoModel,
+    AutoModelForSeq2SeqLM,
+    DataCollatorForSeq2Seq,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+)
+
+from vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
+from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
+
+from .conftest import PAIRS, random_batch, tiny_config, tiny_model, word_tokenizer
+
+
+def logits_of(model, input_ids, attention_mask, labels):
+    with torch.no_grad():
+        return model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits
+
+
+# Attention implementations ----------------------------------------------------------------------------------------
+def test_eager_and_sdpa_agree():
+    model = tiny_model()
+    batch = random_batch()
+    model.set_attn_implementation("eager")
+    eager = logits_of(model, *batch)
+    model.set_attn_implementation("sdpa")
+    sdpa = logits_of(model, *batch)
+    torch.testing.assert_close(sdpa, eager, rtol=0, atol=1e-5)
+
+
+def test_sdpa_is_the_default():
+    assert tiny_model().config._attn_implementation == "sdpa"
+
+
+def test_flex_attention_agrees_with_eager():
+    from torch.nn.attention import flex_attention  # noqa: F401  (part of every torch this package supports)
+
+    model = tiny_model()
+    batch = random_batch()
+    model.set_attn_implementation("eager")
+    eager = logits_of(model, *batch)
+    model.set_attn_implementation("flex_attention")
+    # torch's flex attention has no CPU backward; the forward is what inference uses.
+    torch.testing.assert_close(logits_of(model, *batch), eager, rtol=0, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="flash attention kernels need a CUDA GPU")
+def test_flash_attention_agrees_with_sdpa_on_gpu():
+    model = tiny_model().to("cuda", torch.bfloat16)
+    batch = [t.cuda() for t in random_batch()]
+    sdpa = logits_of(model, *batch).float()
+    model.set_attn_implementation("flash_attention_2")
+    torch.testing.assert_close(logits_of(model, *batch).float(), sdpa, rtol=0, atol=5e-2)
+
+
+def test_eager_returns_attention_weights_of_every_kind():
+    model = tiny_model()
+    model.set_attn_implementation("eager")
+    input_ids, attention_mask, labels = random_batch()
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, output_attentions=True)
+    batch, source_length, target_length = 3, 7, 6
+    assert len(out.encoder_attentions) == len(out.decoder_attentions) == len(out.cross_attentions) == 2
+    assert out.encoder_attentions[0].shape == (batch, 4, source_length, source_length)
+    assert out.decoder_attentions[0].shape == (batch, 4, target_length, target_length)
+    assert out.cross_attentions[0].shape == (batch, 4, target_length, source_length)
+    for weights in out.decoder_attentions:  # masked self-attention: nothing above the diagonal
+        assert torch.all(weights.triu(diagonal=1) == 0)
+    for weights in (*out.encoder_attentions, *out.cross_attentions):  # padded source tokens get no attention
+        assert torch.all(weights[-1, ..., -2:] == 0)
+        torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)))
+
+
+# Cache and generate() ----------------------------------------------------------------------------------------------
+GENERATION_MODES = {
+    "greedy": dict(do_sample=False, num_beams=1),
+    "beam": dict(do_sample=False, num_beams=4, num_return_sequences=2),
+    "sampling": dict(do_sample=True, top_k=0, temperature=1.0),
+}
+
+
+@pytest.mark.parametrize("mode", GENERATION_MODES)
+def test_generate_gives_the_same_sequences_with_and_without_cache(mode):
+    model = tiny_model()
+    input_ids, attention_mask, _ = random_batch()
+    sequences = {}
+    for use_cache in (True, False):
+        torch.manual_seed(0)
+        sequences[use_cache] = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=12,
+            min_new_tokens=12,
+            use_cache=use_cache,
+            **GENERATION_MODES[mode],
+        )
+    assert sequences[True].shape[1] == 13
+    assert torch.equal(sequences[True], sequences[False])
+
+
+def test_cross_attention_keys_and_values_are_computed_once_per_sequence():
+    model = tiny_model()
+    input_ids, attention_mask, _ = random_batch()
+    calls = []
+    for layer in model.model.decoder.layers:
+        layer.encoder_attn.k_proj.register_forward_hook(lambda *_: calls.append("k"))
+        layer.encoder_attn.v_proj.register_forward_hook(lambda *_: calls.append("v"))
+    model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10, min_new_tokens=10)
+    assert len(calls) == 2 * len(model.model.decoder.layers)
+    calls.clear()
+    model.generate(
+        input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10, min_new_tokens=10, num_beams=4
+    )
+    assert len(calls) == 2 * len(model.model.decoder.layers)
+
+
+def test_cached_step_logits_equal_full_forward_logits():
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    decoder_input_ids = shift_tokens_right(labels, 0, 2)
+    full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+    encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+    past, steps = None, []
+    with torch.no_grad():
+        for t in range(decoder_input_ids.shape[1]):
+            out = model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=attention_mask,
+                decoder_input_ids=decoder_input_ids[:, t : t + 1],
+                past_key_values=past,
+                use_cache=True,
+            )
+            past = out.past_key_values
+            steps.append(out.logits)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full.detach(), rtol=0, atol=1e-5)
+
+
+# Labels and loss -------------------------------------------------------------------------------------------------
+def test_labels_give_the_token_mean_loss_ignoring_minus_100_and_shifted_decoder_inputs():
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    labels[0, -3:] = -100
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    decoder_input_ids = shift_tokens_right(labels, pad_token_id=0, decoder_start_token_id=2)
+    assert torch.equal(decoder_input_ids[:, 0], torch.full((3,), 2))
+    assert torch.equal(decoder_input_ids[0, 1:], labels[0, :-1].masked_fill(labels[0, :-1] == -100, 0))
+    explicit = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+    torch.testing.assert_close(out.logits, explicit.logits)
+    keep = labels != -100
+    expected = nn.functional.cross_entropy(explicit.logits[keep], labels[keep])
+    torch.testing.assert_close(out.loss, expected)
+    total = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, num_items_in_batch=5).loss
+    torch.testing.assert_close(total, expected * keep.sum() / 5)
+
+
+def training_arguments(tmp_path, **overrides) -> Seq2SeqTrainingArguments:
+    return Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        logging_strategy="no",
+        max_steps=1,
+        learning_rate=1.0,
+        lr_scheduler_type="constant",
+        seed=0,
+        max_grad_norm=0.0,  # clipping would hide a wrongly scaled gradient
+        **overrides,
+    )
+
+
+def uneven_examples():
+    """Four examples with 3, 5, 1 and 6 real labels: a mean per micro-batch would weigh them wrong."""
+    examples = []
+    for i, real in enumerate((3, 5, 1, 6)):
+        labels = [4 + i + j for j in range(real)] + [-100] * (6 - real)
+        examples.append({"input_ids": [10 + i] * 5, "attention_mask": [1] * 5, "labels": labels})
+    return examples
+
+
+def stack(examples) -> dict[str, torch.Tensor]:
+    return {key: torch.tensor([e[key] for e in examples]) for key in examples[0]}
+
+
+def test_gradient_accumulation_equals_one_step_on_the_concatenated_batch(tmp_path):
+    examples = uneven_examples()
+    reference = tiny_model(dropout=0.0).train()
+    reference(**stack(examples)).loss.backward()
+    expected = {name: p.detach() - 1.0 * p.grad for name, p in reference.named_parameters()}
+
+    model = tiny_model(dropout=0.0)
+    args = training_arguments(tmp_path, per_device_train_batch_size=2, gradient_accumulation_steps=2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    Seq2SeqTrainer(model=model, args=args, train_dataset=examples, optimizers=(optimizer, None)).train()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.detach(), expected[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_trainer_label_smoothing_works_with_minus_100(tmp_path):
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer))
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model)
+    features = [tokenizer(src, text_target=tgt) for src, tgt in PAIRS[:4]]
+    batch = collator(features)
+    assert (batch["labels"] == -100).any() and "decoder_input_ids" in batch
+    trainer = Seq2SeqTrainer(model=model, args=training_arguments(tmp_path, label_smoothing_factor=0.1))
+    loss = trainer.compute_loss(model, dict(batch))
+
+    with torch.no_grad():
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+    keep = batch["labels"] != -100
+    log_probs = logits[keep].log_softmax(-1)
+    nll = -log_probs.gather(-1, batch["labels"][keep].unsqueeze(-1)).mean()
+    uniform = -log_probs.mean()
+    torch.testing.assert_close(loss.detach(), 0.9 * nll + 0.1 * uniform, rtol=1e-5, atol=1e-6)
+
+
+def test_missing_decoder_inputs_name_the_collator_to_use():
+    model = tiny_model()
+    input_ids, attention_mask, _ = random_batch()
+    with pytest.raises(ValueError, match="DataCollatorForSeq2Seq"):
+        model(input_ids=input_ids, attention_mask=attention_mask)
+
+
+# Saving and loading ------------------------------------------------------------------------------------------------
+def test_save_pretrained_round_trip_keeps_logits_and_ties(tmp_path):
+    model = tiny_model()
+    model.save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as weights:
+        saved = set(weights.keys())
+    assert "model.encoder.embeddings.embed_tokens.weight" in saved
+    assert "lm_head.weight" not in saved and "model.decoder.embeddings.embed_tokens.weight" not in saved
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("VanillaTransformerForConditionalGeneration")
+    assert (tmp_path / "modeling_vanilla_transformer.py").exists()
+    assert (tmp_path / "configuration_vanilla_transformer.py").exists()
+
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert isinstance(loaded, VanillaTransformerForConditionalGeneration)
+    assert loaded.lm_head.weight is loaded.model.encoder.embeddings.embed_tokens.weight
+    assert loaded.model.decoder.embeddings.embed_tokens.weight is loaded.model.encoder.embeddings.embed_tokens.weight
+    batch = random_batch()
+    torch.testing.assert_close(logits_of(loaded, *batch), logits_of(model, *batch), rtol=0, atol=0)
+
+
+def test_untied_weights_are_all_saved_and_reloaded(tmp_path):
+    model = tiny_model(share_encoder_decoder_embeddings=False, tie_word_embeddings=False)
+    model.save_pretrained(tmp_path)
+    loaded = VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path).eval()
+    assert loaded.lm_head.weight is not loaded.model.decoder.embeddings.embed_tokens.weight
+    batch = random_batch()
+    torch.testing.assert_close(logits_of(loaded, *batch), logits_of(model, *batch), rtol=0, atol=0)
+
+
+def test_auto_model_gives_the_base_model():
+    assert isinstance(AutoModel.from_config(tiny_config()), VanillaTransformerModel)
+
+
+def test_folder_loads_as_remote_code_where_the_package_cannot_be_imported(tmp_path):
+    model = tiny_model()
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    input_ids, attention_mask, labels = random_batch()
+    torch.save({"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}, tmp_path / "batch.pt")
+    torch.save(logits_of(model, input_ids, attention_mask, labels), tmp_path / "expected.pt")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["vanilla_transformer"] = None  # any import of the package now fails
+        import torch
+        from transformers import AutoModelForSeq2SeqLM
+        model = AutoModelForSeq2SeqLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        batch = torch.load({str(tmp_path / "batch.pt")!r})
+        with torch.no_grad():
+            logits = model(**batch).logits
+        assert torch.equal(logits, torch.load({str(tmp_path / "expected.pt")!r}))
+        print("remote code ok")
+        """
+    )
+    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": ""}
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "remote code ok" in result.stdout
+
+
+# Training features -----------------------------------------------------------------------------------------------
+def test_gradient_checkpointing_gives_the_same_gradients():
+    batch = dict(zip(("input_ids", "attention_mask", "labels"), random_batch(), strict=True))
+    grads = []
+    for checkpointing in (False, True):
+        model = tiny_model(dropout=0.0).train()
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        model(**batch).loss.backward()
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+    assert tiny_model().supports_gradient_checkpointing
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_bf16_autocast_on_cpu_gives_finite_loss_and_gradients():
+    model = tiny_model().train()
+    batch = dict(zip(("input_ids", "attention_mask", "labels"), random_batch(), strict=True))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(**batch)
+    assert out.logits.dtype == torch.bfloat16
+    out.loss.backward()
+    assert torch.isfinite(out.loss)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+# Bad input ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("where", ["input_ids", "decoder_input_ids", "labels"])
+@pytest.mark.parametrize("bad_id", [99, 1000, -5])
+def test_token_ids_outside_the_vocabulary_are_a_value_error_naming_the_id(where, bad_id):
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    if where == "decoder_input_ids":
+        inputs["decoder_input_ids"] = shift_tokens_right(labels, 0, 2)
+    inputs[where][0, 1] = bad_id
+    with pytest.raises(ValueError, match=rf"Token id {bad_id} is outside the vocabulary"):
+        model(**inputs)
+
+
+def test_attention_mask_of_the_wrong_shape_is_a_value_error_naming_both_shapes():
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(3, 5\).*\(3, 7\)"):
+        model(input_ids=input_ids, attention_mask=attention_mask[:, :5], labels=labels)
+    with pytest.raises(ValueError, match=r"decoder_attention_mask has shape \(3, 2\)"):
+        model(input_ids=input_ids, labels=labels, decoder_attention_mask=torch.ones(3, 2))

@@ -1,0 +1,120 @@
+"""Configuration of the Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
+
+The defaults are the paper's base model (Table 3, row "base"); `VanillaTransformerConfig.big()` gives the big
+model. Field names follow BART/Marian so that transformers' generic code (cache sizing, `get_text_config`,
+the Trainer) finds what it looks for.
+"""
+
+from transformers import PreTrainedConfig
+
+LAYER_NORM_POSITIONS = ("post", "pre")
+
+# The paper's big model (Table 3, row "big") differs from the base model in these fields only.
+BIG_MODEL_OVERRIDES = {
+    "d_model": 1024,
+    "encoder_attention_heads": 16,
+    "decoder_attention_heads": 16,
+    "encoder_ffn_dim": 4096,
+    "decoder_ffn_dim": 4096,
+    "dropout": 0.3,
+}
+
+
+class VanillaTransformerConfig(PreTrainedConfig):
+    r"""
+    Configuration of [`VanillaTransformerModel`] and [`VanillaTransformerForConditionalGeneration`].
+
+    Args:
+        vocab_size: size of the (shared source+target) vocabulary; the paper's En-De BPE has 37000.
+        d_model: width of every sub-layer output and of the embeddings (d_model in §3.1).
+        encoder_layers / decoder_layers: N, the number of identical layers in each stack (§3.1).
+        encoder_attention_heads / decoder_attention_heads: h, the number of heads (§3.2.2); d_k = d_v = d_model / h.
+        encoder_ffn_dim / decoder_ffn_dim: d_ff, the inner width of the position-wise FFN (§3.3).
+        dropout: P_drop, applied to every sub-layer output and to the embedding + PE sums (§5.4).
+        attention_dropout: dropout on the attention weights (not in the paper; 0 by default).
+        activation_dropout: dropout after the FFN's activation (not in the paper; 0 by default).
+        activation_function: the FFN's non-linearity; "relu" is the paper's max(0, x) (Eq. 2); any key of
+            `transformers.activations.ACT2FN` ("gelu", ...) is accepted.
+        layer_norm_position: "post" is the paper's LayerNorm(x + Sublayer(x)); "pre" is x + Sublayer(LayerNorm(x))
+            with a final LayerNorm at the top of each stack (Xiong et al., 2020), which trains without warmup.
+        layer_norm_eps: epsilon of every LayerNorm.
+        scale_embedding: multiply token embeddings by sqrt(d_model) (§3.4).
+        init_std: standard deviation of the normal init of the embeddings; None means d_model^-0.5, so that
+            the scaled embeddings have unit variance like the positional encoding they are added to.
+        share_encoder_decoder_embeddings: one embedding matrix for source and target tokens (§3.4).
+        tie_word_embeddings: the pre-softmax projection reuses the (target) embedding matrix (§3.4).
+
+    Example:
+
+    ```python
+    >>> from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+    >>> base = VanillaTransformerConfig()             # Table 3, base
+    >>> big = VanillaTransformerConfig.big()          # Table 3, big
+    >>> model = VanillaTransformerForConditionalGeneration(VanillaTransformerConfig(vocab_size=8000, d_model=256))
+    ```
+    """
+
+    model_type = "vanilla_transformer"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "encoder_attention_heads",
+        "num_hidden_layers": "encoder_layers",
+    }
+
+    vocab_size: int = 37000
+    d_model: int = 512
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    encoder_attention_heads: int = 8
+    decoder_attention_heads: int = 8
+    encoder_ffn_dim: int = 2048
+    decoder_ffn_dim: int = 2048
+    dropout: float | int = 0.1
+    attention_dropout: float | int = 0.0
+    activation_dropout: float | int = 0.0
+    activation_function: str = "relu"
+    layer_norm_position: str = "post"
+    layer_norm_eps: float = 1e-5
+    scale_embedding: bool = True
+    init_std: float | None = None
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 2
+    eos_token_id: int | list[int] | None = 3
+    decoder_start_token_id: int | None = 2
+    share_encoder_decoder_embeddings: bool = True
+    tie_word_embeddings: bool = True
+    use_cache: bool = True
+    is_encoder_decoder: bool = True
+
+    def __post_init__(self, **kwargs):
+        if self.init_std is None:
+            self.init_std = self.d_model**-0.5
+        super().__post_init__(**kwargs)
+        self._check_architecture()
+
+    def _check_architecture(self) -> None:
+        # Imported here: configuration files must not pull in torch-heavy modules at import time.
+        from transformers.activations import ACT2FN
+
+        for side in ("encoder", "decoder"):
+            heads = getattr(self, f"{side}_attention_heads")
+            if heads <= 0 or self.d_model % heads != 0:
+                raise ValueError(
+                    f"d_model={self.d_model} is not divisible by {side}_attention_heads={heads}: "
+                    "each head gets d_model / h dimensions (§3.2.2)."
+                )
+        if self.layer_norm_position not in LAYER_NORM_POSITIONS:
+            raise ValueError(f"layer_norm_position={self.layer_norm_position!r} is not one of {LAYER_NORM_POSITIONS}.")
+        if self.activation_function not in ACT2FN:
+            raise ValueError(
+                f"activation_function={self.activation_function!r} is unknown; use one of {sorted(ACT2FN)}."
+            )
+
+    @classmethod
+    def big(cls, **kwargs) -> "VanillaTransformerConfig":
+        """The paper's big model (Table 3): d_model 1024, 16 heads, d_ff 4096, dropout 0.3; kwargs override."""
+        return cls(**{**BIG_MODEL_OVERRIDES, **kwargs})
+
+
+__all__ = ["VanillaTransformerConfig"]

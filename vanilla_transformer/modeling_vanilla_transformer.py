@@ -1,0 +1,706 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a Hugging Face model.
+
+Read top to bottom, the file follows the paper: positional encoding (§3.5), embeddings (§3.4), scaled
+dot-product and multi-head attention (§3.2), the position-wise feed-forward network (§3.3), residual +
+LayerNorm around each sub-layer (§3.1, §5.4), encoder and decoder layers and stacks (§3.1), then the
+transformers classes (PreTrainedModel, Model, ForConditionalGeneration) in the layout of BART and Marian.
+
+Shapes in comments: B batch, S source length, T target length, D d_model, H heads, K head dim (D / H), V vocab.
+
+This file imports only torch, transformers and its sibling configuration file: it is copied into saved model
+folders and must load with `trust_remote_code=True` where this package is not installed.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.generation import GenerationMixin
+from transformers.loss.loss_utils import ForMaskedLMLoss
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
+from transformers.utils import can_return_tuple, is_torchdynamo_compiling
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+# ---------------------------------------------------------------------------------------------------------------
+# §3.5 Positional encoding
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def sinusoidal_positional_encoding(positions: torch.Tensor, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)) (§3.5).
+
+    `positions` has any shape (...,); the result has shape (..., d_model) and dtype float32. The angles are
+    computed in float64: in float32, pos * 10000^(-2i/d) is already ~1e-3 off at position 5,000.
+    """
+    # MPS has no float64; everywhere else the table is tiny next to the matrix products, so precision is free.
+    angle_dtype = torch.float32 if positions.device.type == "mps" else torch.float64
+    two_i = torch.arange(0, d_model, 2, dtype=angle_dtype, device=positions.device)  # (ceil(D/2),)
+    angles = positions.to(angle_dtype).unsqueeze(-1) / 10000 ** (two_i / d_model)  # (..., ceil(D/2))
+    # Interleave so that even dimensions hold sin and odd dimensions hold cos, as in the paper.
+    encoding = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (..., 2 * ceil(D/2))
+    return encoding[..., :d_model].float()
+
+
+class VanillaTransformerSinusoidalPositionalEncoding(nn.Module):
+    """The fixed encoding of §3.5, computed from the positions on every call.
+
+    It holds no parameter and no buffer: there is nothing to save, nothing that a meta-device or low-memory
+    load can leave uninitialised, and no maximum length ("it may allow the model to extrapolate to sequence
+    lengths longer than the ones encountered during training").
+    """
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.d_model = d_model
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return sinusoidal_positional_encoding(positions, self.d_model)  # (..., D)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# §3.4 Embeddings (+ §3.5 positions, + §5.4 dropout on the sums)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerEmbeddings(nn.Module):
+    """Token embedding x sqrt(d_model) (§3.4) + positional encoding (§3.5), then dropout (§5.4)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.vocab_size = config.vocab_size
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = VanillaTransformerSinusoidalPositionalEncoding(config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        past_length: int = 0,
+    ) -> torch.Tensor:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids and inputs_embeds.")
+        if inputs_embeds is None:
+            check_token_ids(input_ids, self.vocab_size)
+            inputs_embeds = self.embed_tokens(input_ids)  # (B, L, D)
+        length = inputs_embeds.shape[1]
+        positions = torch.arange(past_length, past_length + length, device=inputs_embeds.device)  # (L,)
+        hidden_states = inputs_embeds * self.embed_scale + self.embed_positions(positions).to(inputs_embeds.dtype)
+        return self.dropout(hidden_states)  # (B, L, D)
+
+
+def check_token_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
+    """Raise a ValueError naming the offending id, instead of an index error deep inside torch."""
+    if is_torchdynamo_compiling() or input_ids.numel() == 0:
+        return
+    low, high = torch.aminmax(input_ids)
+    if low < 0 or high >= vocab_size:
+        bad = int(low) if low < 0 else int(high)
+        raise ValueError(f"Token id {bad} is outside the vocabulary (ids must be in [0, {vocab_size - 1}]).")
+
+
+def check_attention_mask(attention_mask: torch.Tensor | None, expected_shape: tuple[int, int], name: str) -> None:
+    if attention_mask is not None and tuple(attention_mask.shape) != tuple(expected_shape):
+        raise ValueError(
+            f"{name} has shape {tuple(attention_mask.shape)}, but the tokens it masks have shape "
+            f"{tuple(expected_shape)} (batch, length)."
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# §3.2 Attention
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """§3.2.1, Eq. 1: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, for all heads at once.
+
+    query (B, H, Lq, K), key and value (B, H, Lk, K); attention_mask is added to the scores, and holds the
+    dtype's minimum where attention is not allowed. Returns the output (B, Lq, H, K) and the weights (B, H, Lq, Lk).
+    The "sdpa", "flash" and "flex" implementations registered in transformers compute the same thing faster.
+    """
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, H, Lq, Lk)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Lq, H, K)
+    return output, weights
+
+
+class VanillaTransformerAttention(nn.Module):
+    """§3.2.2 Multi-head attention: MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V). The h projections of each kind are one D x D matrix.
+
+    Used three ways (§3.2.3): encoder self-attention, masked decoder self-attention (is_causal) and
+    encoder-decoder attention (key_value_states = the encoder output).
+    """
+
+    def __init__(
+        self,
+        config: VanillaTransformerConfig,
+        num_heads: int,
+        is_causal: bool = False,
+        layer_idx: int | None = None,
+    ):
+        super().__init__()
+        self.config = config
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
+        self.dropout = config.attention_dropout
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+
+        self.q_proj = nn.Linear(config.d_model, config.d_model)  # W^Q of all heads
+        self.k_proj = nn.Linear(config.d_model, config.d_model)  # W^K
+        self.v_proj = nn.Linear(config.d_model, config.d_model)  # W^V
+        self.out_proj = nn.Linear(config.d_model, config.d_model)  # W^O
+
+    def split_heads(self, states: torch.Tensor) -> torch.Tensor:
+        return states.view(*states.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, L, K)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        is_cross_attention = key_value_states is not None
+        query = self.split_heads(self.q_proj(hidden_states))  # (B, H, Lq, K)
+
+        cache = None
+        if past_key_values is not None:
+            cache = past_key_values.cross_attention_cache if is_cross_attention else past_key_values
+            if isinstance(cache, EncoderDecoderCache):
+                cache = cache.self_attention_cache
+
+        if is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+            # The encoder output does not change while decoding: its keys and values were computed once,
+            # at the first step, and are reused at every later one.
+            key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+        else:
+            source = key_value_states if is_cross_attention else hidden_states
+            key = self.split_heads(self.k_proj(source))  # (B, H, Lk, K)
+            value = self.split_heads(self.v_proj(source))  # (B, H, Lk, K)
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+                if is_cross_attention:
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        output, weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        output = output.reshape(*hidden_states.shape[:-1], -1)  # Concat(head_1, ..., head_h): (B, Lq, D)
+        return self.out_proj(output), weights
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# §3.3 Position-wise feed-forward network
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerFeedForward(nn.Module):
+    """§3.3, Eq. 2: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position separately."""
+
+    def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)  # W_1, b_1
+        self.activation = ACT2FN[config.activation_function]  # max(0, .) for "relu"
+        self.activation_dropout = nn.Dropout(config.activation_dropout)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)  # W_2, b_2
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))  # (B, L, D)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# §3.1 + §5.4 Residual connection and layer normalisation around each sub-layer
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerSublayerConnection(nn.Module):
+    """Post-LN (the paper, §3.1): LayerNorm(x + Dropout(Sublayer(x))).
+    Pre-LN (option): x + Dropout(Sublayer(LayerNorm(x))), with a final LayerNorm at the top of the stack."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.pre_norm = config.layer_norm_position == "pre"
+
+    def forward(self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        if self.pre_norm:
+            return hidden_states + self.dropout(sublayer(self.layer_norm(hidden_states)))
+        return self.layer_norm(hidden_states + self.dropout(sublayer(hidden_states)))
+
+
+def final_layer_norm(config: VanillaTransformerConfig) -> nn.LayerNorm | None:
+    """Pre-LN leaves the residual stream unnormalised, so each stack ends with one more LayerNorm."""
+    if config.layer_norm_position == "pre":
+        return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# §3.1 Encoder and decoder layers
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
+    """One of the N encoder layers: self-attention, then the FFN, each wrapped in a sublayer connection."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+        super().__init__()
+        self.self_attn = VanillaTransformerAttention(config, config.encoder_attention_heads, layer_idx=layer_idx)
+        self.self_attn_sublayer = VanillaTransformerSublayerConnection(config)
+        self.ffn = VanillaTransformerFeedForward(config, config.encoder_ffn_dim)
+        self.ffn_sublayer = VanillaTransformerSublayerConnection(config)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs) -> torch.Tensor:
+        hidden_states = self.self_attn_sublayer(
+            hidden_states, lambda x: self.self_attn(x, attention_mask=attention_mask, **kwargs)[0]
+        )
+        return self.ffn_sublayer(hidden_states, self.ffn)  # (B, S, D)
+
+
+class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
+    """One of the N decoder layers: masked self-attention, encoder-decoder attention, then the FFN."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = VanillaTransformerAttention(config, heads, is_causal=True, layer_idx=layer_idx)
+        self.self_attn_sublayer = VanillaTransformerSublayerConnection(config)
+        self.encoder_attn = VanillaTransformerAttention(config, heads, layer_idx=layer_idx)
+        self.encoder_attn_sublayer = VanillaTransformerSublayerConnection(config)
+        self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
+        self.ffn_sublayer = VanillaTransformerSublayerConnection(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        hidden_states = self.self_attn_sublayer(
+            hidden_states,
+            lambda x: self.self_attn(x, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs)[0],
+        )
+        hidden_states = self.encoder_attn_sublayer(
+            hidden_states,
+            lambda x: self.encoder_attn(
+                x,
+                key_value_states=encoder_hidden_states,
+                attention_mask=encoder_attention_mask,
+                past_key_values=past_key_values,
+                **kwargs,
+            )[0],
+        )
+        return self.ffn_sublayer(hidden_states, self.ffn)  # (B, T, D)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# transformers integration: weights, initialisation, parameter accounting
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerPreTrainedModel(PreTrainedModel):
+    config_class = VanillaTransformerConfig
+    config: VanillaTransformerConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # The paper does not state its initialisation; this is tensor2tensor's and fairseq's: Xavier-uniform
+        # projections, and N(0, d_model^-0.5) embeddings, which sqrt(d_model) scales to unit variance (§3.4).
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.init_std)
+            if module.padding_idx is not None:
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, VanillaTransformerForConditionalGeneration) and not self.config.tie_word_embeddings:
+            # An untied pre-softmax projection is an embedding matrix read the other way: same init.
+            init.normal_(module.lm_head.weight, mean=0.0, std=self.config.init_std)
+
+    def parameter_breakdown(self) -> dict[str, int]:
+        """Trainable parameters per component, each shared tensor counted once; the last entry is the total.
+
+        Components: embeddings (V·D, shared by encoder, decoder and pre-softmax projection when tied, §3.4),
+        attention blocks (4·D² + 4·D each: W^Q, W^K, W^V, W^O and their biases), FFNs (2·D·d_ff + d_ff + D),
+        LayerNorms (2·D each).
+        """
+        counts: dict[str, int] = {}
+        seen: set[int] = set()
+
+        def add(component: str, module: nn.Module) -> None:
+            for parameter in module.parameters():
+                if id(parameter) not in seen:
+                    seen.add(id(parameter))
+                    counts[component] = counts.get(component, 0) + parameter.numel()
+
+        for name, module in self.named_modules():
+            stack = "decoder" if ".decoder." in f".{name}." else "encoder"
+            if isinstance(module, nn.Embedding) or name.endswith("lm_head"):
+                add("embeddings", module)
+            elif isinstance(module, VanillaTransformerAttention):
+                kind = "cross-attention" if name.endswith("encoder_attn") else "self-attention"
+                add(f"{stack} {kind}", module)
+            elif isinstance(module, VanillaTransformerFeedForward):
+                add(f"{stack} feed-forward", module)
+            elif isinstance(module, nn.LayerNorm):
+                add(f"{stack} layer norms", module)
+        counts["total"] = sum(counts.values())
+        return counts
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# §3.1 The encoder and decoder stacks
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
+    """N encoder layers over the embedded source (§3.1)."""
+
+    _can_record_outputs = {
+        "hidden_states": VanillaTransformerEncoderLayer,
+        "attentions": VanillaTransformerAttention,
+    }
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.embeddings = VanillaTransformerEmbeddings(config)
+        self.layers = nn.ModuleList(
+            [VanillaTransformerEncoderLayer(config, layer_idx=i) for i in range(config.encoder_layers)]
+        )
+        self.layer_norm = final_layer_norm(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embeddings.embed_tokens = value
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        hidden_states = self.embeddings(input_ids, inputs_embeds)  # (B, S, D)
+        check_attention_mask(attention_mask, hidden_states.shape[:2], "attention_mask")
+        # Padding positions are hidden from every query (the mask holds the dtype's minimum there).
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, mask, **kwargs)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        return BaseModelOutput(last_hidden_state=hidden_states)
+
+
+class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
+    """N decoder layers over the embedded target, attending to the encoder output (§3.1)."""
+
+    _can_record_outputs = {
+        "hidden_states": VanillaTransformerDecoderLayer,
+        "attentions": OutputRecorder(VanillaTransformerAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(VanillaTransformerAttention, index=1, layer_name="encoder_attn"),
+    }
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.embeddings = VanillaTransformerEmbeddings(config)
+        self.layers = nn.ModuleList(
+            [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
+        )
+        self.layer_norm = final_layer_norm(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embeddings.embed_tokens = value
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+
+        hidden_states = self.embeddings(input_ids, inputs_embeds, past_length=past_length)  # (B, T, D)
+        batch_size, target_length = hidden_states.shape[:2]
+        check_attention_mask(attention_mask, (batch_size, past_length + target_length), "decoder_attention_mask")
+        check_attention_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask")
+
+        # §3.2.3: position i may attend to positions <= i only ("masking out (setting to -inf) all values in the
+        # input of the softmax which correspond to illegal connections"). sdpa gets is_causal instead of a tensor
+        # when there is no padding to mask.
+        causal_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            past_key_values=past_key_values.self_attention_cache if past_key_values is not None else None,
+        )
+        encoder_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+        for layer in self.layers:
+            hidden_states = layer(
+                hidden_states,
+                causal_mask,
+                encoder_hidden_states,  # positional: gradient checkpointing re-runs the layer with these
+                encoder_attention_mask=encoder_mask,
+                past_key_values=past_key_values,
+                **kwargs,
+            )
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states, past_key_values=past_key_values
+        )
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Decoder inputs are the labels moved one step right behind the start token ("output embeddings are offset
+    by one position", §3.2.3); the -100 that mark ignored labels become padding."""
+    decoder_input_ids = labels.new_full(labels.shape, decoder_start_token_id)
+    decoder_input_ids[:, 1:] = labels[:, :-1]
+    return decoder_input_ids.masked_fill(decoder_input_ids == -100, pad_token_id)
+
+
+class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
+    """Encoder + decoder, returning the decoder's last hidden states (no pre-softmax projection)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.encoder = VanillaTransformerEncoder(config)
+        self.decoder = VanillaTransformerDecoder(config)
+        if config.share_encoder_decoder_embeddings:
+            # §3.4: "we share the same weight matrix between the two embedding layers". Only the source is saved.
+            self._tied_weights_keys = {
+                "decoder.embeddings.embed_tokens.weight": "encoder.embeddings.embed_tokens.weight"
+            }
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.set_input_embeddings(value)
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.set_input_embeddings(value)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError(
+                "The decoder needs decoder_input_ids (or labels, from which they are shifted right). With the "
+                "Trainer's label smoothing the labels never reach the model: build batches with "
+                "DataCollatorForSeq2Seq(tokenizer, model=model), which adds decoder_input_ids."
+            )
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
+    """The full translation model: encoder-decoder + the pre-softmax linear projection to the vocabulary (§3.4)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.model = VanillaTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_word_embeddings:
+            # §3.4: "... and the pre-softmax linear transformation". Tie to the tensor that is saved.
+            stack = "encoder" if config.share_encoder_decoder_embeddings else "decoder"
+            self._tied_weights_keys = {"lm_head.weight": f"model.{stack}.embeddings.embed_tokens.weight"}
+        self.post_init()
+
+    def get_encoder(self) -> VanillaTransformerEncoder:
+        return self.model.encoder
+
+    def get_decoder(self) -> VanillaTransformerDecoder:
+        return self.model.decoder
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, target_length)`): target token ids, -100 where no loss
+            is wanted. Without decoder inputs, they are shifted right behind `decoder_start_token_id`.
+        num_items_in_batch: the number of non-ignored labels in the whole (accumulated, all-device) batch, passed
+            by the Trainer: the loss is then sum / num_items_in_batch, so that gradient accumulation and data
+            parallelism give the gradient of one big batch. Without it, the loss is the mean over this batch.
+        """
+        if labels is not None:
+            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.vocab_size)
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+
+        outputs: Seq2SeqModelOutput = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V); softmax is left to the loss / generate()
+
+        loss = None
+        if labels is not None:
+            # Labels are already aligned with the decoder positions, so the un-shifted token-level loss applies.
+            loss = ForMaskedLMLoss(logits, labels, self.config.vocab_size, num_items_in_batch=num_items_in_batch)
+
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+
+
+__all__ = [
+    "VanillaTransformerPreTrainedModel",
+    "VanillaTransformerModel",
+    "VanillaTransformerForConditionalGeneration",
+    "sinusoidal_positional_encoding",
+]
