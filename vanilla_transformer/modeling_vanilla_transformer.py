@@ -19,7 +19,7 @@ from torch import nn
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
-from transformers.generation import GenerationMixin
+from transformers.generation import GenerationConfig, GenerationMixin
 from transformers.loss.loss_utils import ForMaskedLMLoss
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -636,6 +636,21 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
+        """`GenerationMixin.generate`, plus the paper's output limit (§6.1: "maximum output length to input length
+        + 50"): when the generation config has `max_length_beyond_source` and the call sets no length of its own,
+        at most (source length + that many) tokens are generated. A length in the arguments always wins.
+        """
+        config = generation_config if generation_config is not None else self.generation_config
+        beyond = getattr(config, "max_length_beyond_source", None)
+        source = inputs if inputs is not None else kwargs.get("input_ids")
+        length_given = any(kwargs.get(k) is not None for k in ("max_length", "max_new_tokens"))
+        if generation_config is not None:
+            length_given = length_given or generation_config.max_new_tokens is not None
+        if beyond is not None and source is not None and not length_given:
+            kwargs["max_new_tokens"] = source.shape[-1] + beyond
+        return super().generate(inputs, generation_config, **kwargs)
 
     @can_return_tuple
     def forward(

@@ -1,0 +1,62 @@
+"""Batches by token count (§5.1: "each training batch contained a set of sentence pairs containing approximately
+25000 source tokens and 25000 target tokens").
+
+Neither torch nor transformers has this: the Trainer's samplers fix the number of sentences per batch
+(`group_by_length`, `batch_rebalance`), so a batch of short sentences wastes the budget and one of long ones
+overflows it. This sampler sorts pairs by length, cuts the sorted list into batches whose padded size stays within
+the budget on both sides, and shuffles the order of those batches every epoch.
+
+Under several processes, `accelerator.prepare` wraps it in accelerate's `BatchSamplerShard`, which hands whole
+batches to each rank in turn: every rank gets its own batches of the same shuffled order.
+"""
+
+import random
+from collections.abc import Iterator, Sequence
+
+from torch.utils.data import Sampler
+
+
+class TokenBudgetBatchSampler(Sampler[list[int]]):
+    """Batches of example indices whose padded source and target sizes stay within `max_tokens` each.
+
+    The batches are formed once (lengths sorted, ties broken by a seeded shuffle), so their number is fixed;
+    `set_epoch` reshuffles their order, deterministically from `seed` and the epoch, so that a resumed run sees
+    the same batches in the same order. A pair longer than the budget on its own gets a batch of its own.
+    """
+
+    def __init__(self, source_lengths: Sequence[int], target_lengths: Sequence[int], max_tokens: int, seed: int = 0):
+        if len(source_lengths) != len(target_lengths):
+            raise ValueError(f"{len(source_lengths)} source lengths but {len(target_lengths)} target lengths.")
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}.")
+        self.seed = seed
+        self.epoch = 0
+        tie_break = list(range(len(source_lengths)))
+        random.Random(seed).shuffle(tie_break)
+        order = sorted(tie_break, key=lambda i: (source_lengths[i], target_lengths[i]))
+        self.batches: list[list[int]] = []
+        batch: list[int] = []
+        longest_source = longest_target = 0
+        for index in order:
+            source_width = max(longest_source, source_lengths[index])
+            target_width = max(longest_target, target_lengths[index])
+            padded = (len(batch) + 1) * max(source_width, target_width)
+            if batch and padded > max_tokens:
+                self.batches.append(batch)
+                batch, source_width, target_width = [], source_lengths[index], target_lengths[index]
+            batch.append(index)
+            longest_source, longest_target = source_width, target_width
+        if batch:
+            self.batches.append(batch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(range(len(self.batches)))
+        random.Random(self.seed + self.epoch).shuffle(order)
+        for position in order:
+            yield self.batches[position]
+
+    def __len__(self) -> int:
+        return len(self.batches)

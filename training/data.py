@@ -1,0 +1,267 @@
+"""Parallel corpora through `datasets`: a Hub dataset, line-aligned text files, TSV or JSON lines.
+
+Every source becomes a `DatasetDict` with two string columns, "source" and "target", and a "train" split, a
+"validation" split and one or more test splits. When the source has no validation or test split, they are cut
+from the training data with `Dataset.train_test_split` and the run's seed: the same seed gives the same split.
+
+Bad data raises `CorpusError` naming the file and line; empty pairs are dropped with a count in the log.
+"""
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from datasets import Dataset, DatasetDict, concatenate_datasets, load_dataset
+
+logger = logging.getLogger(__name__)
+
+
+class CorpusError(ValueError):
+    """The data cannot be read as a parallel corpus; the message names the file and line."""
+
+
+@dataclass
+class DataArguments:
+    source_lang: str = field(default="en", metadata={"help": "Source language code, e.g. en."})
+    target_lang: str = field(default="de", metadata={"help": "Target language code, e.g. de."})
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "A Hub dataset, e.g. wmt14 or bentrevett/multi30k."}
+    )
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration, e.g. de-en."})
+    data_dir: str | None = field(
+        default=None, metadata={"help": "A folder of line-aligned files PREFIX.LANG or PREFIX.LANG.gz."}
+    )
+    train_prefix: str = field(default="train", metadata={"help": "With --data_dir: the training files' prefix."})
+    validation_prefix: str | None = field(default="val", metadata={"help": "With --data_dir: validation prefix."})
+    test_prefixes: list[str] = field(default_factory=list, metadata={"help": "With --data_dir: test prefixes."})
+    train_file: str | None = field(default=None, metadata={"help": "A .tsv or .jsonl training file."})
+    validation_file: str | None = field(default=None, metadata={"help": "A .tsv or .jsonl validation file."})
+    test_files: list[str] = field(default_factory=list, metadata={"help": ".tsv or .jsonl test files."})
+    tsv_languages: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Language of each TSV column, e.g. en zh (further columns are ignored)."},
+    )
+    split_validation_size: int = field(
+        default=1000, metadata={"help": "Pairs held out from train for validation when the source has none."}
+    )
+    split_test_size: int = field(
+        default=1000, metadata={"help": "Pairs held out from train for testing when the source has no test split."}
+    )
+    max_source_length: int = field(default=256, metadata={"help": "Longer training pairs (in tokens) are dropped."})
+    max_target_length: int = field(default=256, metadata={"help": "Longer training pairs (in tokens) are dropped."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training pairs."})
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "Use only the first N pairs of each eval set."}
+    )
+
+
+# Readers: one per kind of source, each returning a Dataset with "source" and "target" columns ------------------------
+
+
+def read_text_pair(prefix: Path, source_lang: str, target_lang: str) -> Dataset:
+    """PREFIX.SRC and PREFIX.TGT (or .gz), one sentence a line, aligned by line number."""
+    files = [_language_file(prefix, lang) for lang in (source_lang, target_lang)]
+    sides = [load_dataset("text", data_files=str(f), split="train") for f in files]
+    if sides[0].num_rows != sides[1].num_rows:
+        short, long = sorted(zip((s.num_rows for s in sides), files, strict=True))
+        raise CorpusError(
+            f"{long[1]} has {long[0]} lines but {short[1]} has {short[0]}: the files must be line-aligned "
+            f"(line {short[0] + 1} of {long[1]} has no counterpart)."
+        )
+    return concatenate_datasets(
+        [sides[0].rename_column("text", "source"), sides[1].rename_column("text", "target")], axis=1
+    )
+
+
+def _language_file(prefix: Path, lang: str) -> Path:
+    for candidate in (Path(f"{prefix}.{lang}"), Path(f"{prefix}.{lang}.gz")):
+        if candidate.exists():
+            return candidate
+    found = sorted(
+        {p.name.removeprefix(prefix.name + ".").removesuffix(".gz") for p in prefix.parent.glob(prefix.name + ".*")}
+    )
+    raise CorpusError(
+        f"No file {prefix}.{lang} or {prefix}.{lang}.gz for language code {lang!r} "
+        f"(languages found for {prefix}: {', '.join(found) or 'none'})."
+    )
+
+
+def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: str) -> Dataset:
+    """Tab-separated columns, one language each (named by `languages`); further columns (attribution) are kept out."""
+    for lang in (source_lang, target_lang):
+        if lang not in languages:
+            raise CorpusError(f"{path}: unknown language code {lang!r}; its columns are {languages} (--tsv_languages).")
+    source_column, target_column = languages.index(source_lang), languages.index(target_lang)
+
+    def split_line(batch: dict, indices: list[int]) -> dict:
+        sources, targets = [], []
+        for line, index in zip(batch["text"], indices, strict=True):
+            fields = line.lstrip("\ufeff").split("\t")
+            if line.strip() and len(fields) < len(languages):
+                raise CorpusError(f"{path}, line {index + 1}: {len(fields)} column(s), expected {len(languages)}.")
+            sources.append(fields[source_column] if line.strip() else "")
+            targets.append(fields[target_column] if line.strip() else "")
+        return {"source": sources, "target": targets}
+
+    lines = load_dataset("text", data_files=str(path), split="train")
+    return lines.map(split_line, batched=True, with_indices=True, remove_columns=["text"])
+
+
+def read_jsonl(path: Path, source_lang: str, target_lang: str) -> Dataset:
+    """JSON lines in the Hub's translation format: {"translation": {"en": "...", "de": "..."}}."""
+    records = load_dataset("json", data_files=str(path), split="train")
+    if "translation" not in records.column_names:
+        raise CorpusError(f"{path}, line 1: no 'translation' field (fields: {records.column_names}).")
+    languages = list(records.features["translation"])
+    for lang in (source_lang, target_lang):
+        if lang not in languages:
+            raise CorpusError(f"{path}: unknown language code {lang!r}; the translations have {languages}.")
+
+    def select(batch: dict, indices: list[int]) -> dict:
+        for pair, index in zip(batch["translation"], indices, strict=True):
+            if pair is None or pair.get(source_lang) is None or pair.get(target_lang) is None:
+                raise CorpusError(f"{path}, line {index + 1}: missing {source_lang!r} or {target_lang!r}.")
+        return {
+            "source": [pair[source_lang] for pair in batch["translation"]],
+            "target": [pair[target_lang] for pair in batch["translation"]],
+        }
+
+    return records.map(select, batched=True, with_indices=True, remove_columns=records.column_names)
+
+
+def read_file(path: str, args: DataArguments) -> Dataset:
+    if not os.path.exists(path):
+        raise CorpusError(f"{path}: no such file.")
+    suffixes = Path(path).suffixes
+    if ".tsv" in suffixes:
+        return read_tsv(
+            Path(path), args.tsv_languages or [args.source_lang, args.target_lang], args.source_lang, args.target_lang
+        )
+    if ".jsonl" in suffixes or ".json" in suffixes:
+        return read_jsonl(Path(path), args.source_lang, args.target_lang)
+    raise CorpusError(f"{path}: unknown file type; use .tsv or .jsonl (or --data_dir for line-aligned text files).")
+
+
+def read_hub_dataset(args: DataArguments) -> DatasetDict:
+    """A Hub dataset with a "translation" column (wmt14) or one column per language (bentrevett/multi30k)."""
+    raw = load_dataset(args.dataset_name, args.dataset_config_name)
+    pairs = DatasetDict()
+    for split, dataset in raw.items():
+        if "translation" in dataset.column_names:
+            dataset = dataset.map(
+                lambda b: {
+                    "source": [t[args.source_lang] for t in b["translation"]],
+                    "target": [t[args.target_lang] for t in b["translation"]],
+                },
+                batched=True,
+                remove_columns=dataset.column_names,
+            )
+        elif {args.source_lang, args.target_lang} <= set(dataset.column_names):
+            dataset = dataset.select_columns([args.source_lang, args.target_lang])
+            dataset = dataset.rename_columns({args.source_lang: "source", args.target_lang: "target"})
+        else:
+            raise CorpusError(
+                f"Hub dataset {args.dataset_name}, split {split}: no 'translation' column and no columns "
+                f"{args.source_lang!r}/{args.target_lang!r} (columns: {dataset.column_names})."
+            )
+        pairs["validation" if split == "valid" else split] = dataset
+    return pairs
+
+
+# The corpus ----------------------------------------------------------------------------------------------------------
+
+
+def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
+    """Train, validation and test splits of "source"/"target" pairs, from whichever source the arguments name."""
+    if args.dataset_name:
+        corpus = read_hub_dataset(args)
+    elif args.data_dir:
+        root = Path(args.data_dir)
+        corpus = DatasetDict(train=read_text_pair(root / args.train_prefix, args.source_lang, args.target_lang))
+        if args.validation_prefix:
+            corpus["validation"] = read_text_pair(root / args.validation_prefix, args.source_lang, args.target_lang)
+        for prefix in args.test_prefixes:
+            corpus[prefix] = read_text_pair(root / prefix, args.source_lang, args.target_lang)
+    elif args.train_file:
+        corpus = DatasetDict(train=read_file(args.train_file, args))
+        if args.validation_file:
+            corpus["validation"] = read_file(args.validation_file, args)
+        for path in args.test_files:
+            corpus[Path(path).name.split(".")[0]] = read_file(path, args)
+    else:
+        raise CorpusError("No data: pass --dataset_name, --data_dir or --train_file.")
+
+    corpus["train"] = drop_empty_pairs(corpus["train"], "train")
+    corpus = held_out_splits(corpus, args, seed)
+    if corpus["train"].num_rows == 0:
+        raise CorpusError(f"The training set is empty ({args.train_file or args.data_dir or args.dataset_name}).")
+    if args.max_train_samples is not None:
+        corpus["train"] = corpus["train"].select(range(min(args.max_train_samples, corpus["train"].num_rows)))
+    if args.max_eval_samples is not None:
+        for split in testing_splits(corpus) + ["validation"]:
+            corpus[split] = corpus[split].select(range(min(args.max_eval_samples, corpus[split].num_rows)))
+    logger.info("Corpus: %s", {split: dataset.num_rows for split, dataset in corpus.items()})
+    return corpus
+
+
+def held_out_splits(corpus: DatasetDict, args: DataArguments, seed: int) -> DatasetDict:
+    """Cut validation and test sets from the training data where the source has none (seeded, so repeatable)."""
+    cuts = [("validation", args.split_validation_size, "validation" not in corpus)]
+    cuts.append(("test", args.split_test_size, not testing_splits(corpus)))
+    for name, size, missing in cuts:
+        if missing:
+            if corpus["train"].num_rows <= size:
+                raise CorpusError(f"Cannot hold out {size} pairs for {name}: train has {corpus['train'].num_rows}.")
+            parts = corpus["train"].train_test_split(test_size=size, seed=seed, shuffle=True)
+            corpus["train"], corpus[name] = parts["train"], parts["test"]
+            logger.info("Held out %d training pairs as the %s split (seed %d)", size, name, seed)
+    return corpus
+
+
+def testing_splits(corpus: DatasetDict) -> list[str]:
+    return [split for split in corpus if split not in ("train", "validation")]
+
+
+def drop_empty_pairs(dataset: Dataset, split: str) -> Dataset:
+    kept = dataset.filter(
+        lambda b: [bool(s.strip() and t.strip()) for s, t in zip(b["source"], b["target"], strict=True)], batched=True
+    )
+    if kept.num_rows < dataset.num_rows:
+        logger.info("Dropped %d empty pairs from %s", dataset.num_rows - kept.num_rows, split)
+    return kept
+
+
+# Tokenization ---------------------------------------------------------------------------------------------------------
+
+
+def tokenize_corpus(corpus: DatasetDict, tokenizer, args: DataArguments) -> DatasetDict:
+    """input_ids / attention_mask / labels for every split; training pairs over the length limits are dropped
+    (evaluation sets are kept whole, so that scores are on the full test set)."""
+
+    def encode(batch: dict) -> dict:
+        return tokenizer(batch["source"], text_target=batch["target"])
+
+    tokenized = DatasetDict(
+        {
+            split: dataset.map(encode, batched=True, remove_columns=["source", "target"])
+            for split, dataset in corpus.items()
+        }
+    )
+    train = tokenized["train"]
+    kept = train.filter(
+        lambda b: [
+            len(s) <= args.max_source_length and len(t) <= args.max_target_length
+            for s, t in zip(b["input_ids"], b["labels"], strict=True)
+        ],
+        batched=True,
+    )
+    if kept.num_rows < train.num_rows:
+        logger.info(
+            "Dropped %d training pairs longer than %d source / %d target tokens",
+            train.num_rows - kept.num_rows,
+            args.max_source_length,
+            args.max_target_length,
+        )
+    tokenized["train"] = kept
+    return tokenized

@@ -1,0 +1,37 @@
+"""Publishing a trained model folder with `huggingface_hub`: model, tokenizer, code, generation config and card.
+
+The Trainer's own `push_to_hub` creates the repository when the run starts and writes its own card; this uploads
+the finished folder once, with the card rendered from `model_card.md`, and leaves the training state behind.
+"""
+
+from fnmatch import fnmatch
+from pathlib import Path
+
+from huggingface_hub import HfApi
+
+# Inside a run's output folder but not part of the model: checkpoints, logs, Trainer state.
+NOT_PUBLISHED = ("checkpoint-*", "runs", "averaged", "*.bin", "trainer_state.json", "*.log", ".*")
+
+
+def hub_files(folder: str | Path) -> list[str]:
+    """The files (relative paths, sorted) that `publish` uploads from `folder`."""
+    folder = Path(folder)
+    files = []
+    for path in folder.rglob("*"):
+        relative = path.relative_to(folder)
+        if path.is_file() and not any(fnmatch(part, pattern) for part in relative.parts for pattern in NOT_PUBLISHED):
+            files.append(relative.as_posix())
+    return sorted(files)
+
+
+def publish(folder: str | Path, repo_id: str, token: str | None = None, private: bool = False) -> str:
+    """Create (or reuse) the model repository and upload the folder; returns the commit URL."""
+    api = HfApi(token=token)
+    api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+    commit = api.upload_folder(
+        repo_id=repo_id,
+        folder_path=str(folder),
+        allow_patterns=hub_files(folder),
+        commit_message="Upload vanilla Transformer trained with training.train",
+    )
+    return str(commit)

@@ -1,0 +1,65 @@
+"""BLEU and chrF with sacreBLEU, plus the tokenized, lowercased BLEU that Multi30K papers report.
+
+`evaluate.load("sacrebleu")` is a thin wrapper around these same sacrebleu calls that fetches its script from the
+Hub, so it fails offline; calling sacrebleu directly gives the same numbers (and signature) online and offline.
+"""
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import sacrebleu
+from sacremoses import MosesTokenizer
+
+CJK_LANGUAGES = ("zh", "ja", "ko")
+
+
+def bleu_tokenizer(target_lang: str) -> str:
+    """sacreBLEU's tokenizer for the target language: "zh" for Chinese, "13a" (its default) otherwise."""
+    return {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}.get(target_lang, "13a")
+
+
+def translation_scores(
+    hypotheses: Sequence[str], references: Sequence[str], target_lang: str
+) -> dict[str, float | str]:
+    """Corpus sacreBLEU (cased, detokenized) and chrF with their signatures; for non-CJK targets also BLEU on
+    lowercased, Moses-tokenized text (multi-bleu style, as in the Multi30K literature)."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} translations for {len(references)} references.")
+    bleu = sacrebleu.metrics.BLEU(tokenize=bleu_tokenizer(target_lang))
+    chrf = sacrebleu.metrics.CHRF()
+    scores: dict[str, float | str] = {
+        "bleu": bleu.corpus_score(hypotheses, [references]).score,
+        "chrf": chrf.corpus_score(hypotheses, [references]).score,
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf_signature": str(chrf.get_signature()),
+    }
+    if target_lang not in CJK_LANGUAGES:
+        moses = MosesTokenizer(lang=target_lang)
+
+        def tokenize(text: str) -> str:
+            return moses.tokenize(text.lower(), return_str=True, escape=False)
+
+        tokenized = sacrebleu.metrics.BLEU(tokenize="none", force=True)
+        scores["tokenized_bleu"] = tokenized.corpus_score(
+            [tokenize(h) for h in hypotheses], [[tokenize(r) for r in references]]
+        ).score
+    return scores
+
+
+def decode(tokenizer, token_ids: np.ndarray) -> list[str]:
+    """Generated ids or labels to text; -100 (label padding, or padding across processes) becomes <pad>."""
+    token_ids = np.where(token_ids == -100, tokenizer.pad_token_id, token_ids)
+    return [text.strip() for text in tokenizer.batch_decode(token_ids, skip_special_tokens=True)]
+
+
+def make_compute_metrics(tokenizer, target_lang: str) -> Callable:
+    """The Trainer's `compute_metrics` for `predict_with_generate`: numeric scores only (the Trainer logs them)."""
+
+    def compute_metrics(eval_prediction) -> dict[str, float]:
+        hypotheses = decode(tokenizer, eval_prediction.predictions)
+        references = decode(tokenizer, eval_prediction.label_ids)
+        scores = translation_scores(hypotheses, references, target_lang)
+        numeric = {name: value for name, value in scores.items() if not isinstance(value, str)}
+        return {**numeric, "translations": len(hypotheses)}
+
+    return compute_metrics

@@ -1,0 +1,56 @@
+"""The paper's training recipe (§5) as a `Seq2SeqTrainer`: token-budget batches, the warmup / inverse-sqrt rate,
+and evaluation metrics computed on exactly the evaluation set. Adam(0.9, 0.98, 1e-9), label smoothing and
+dropout are plain Trainer and model settings (see `arguments.TranslationTrainingArguments`)."""
+
+import copy
+
+import torch
+from torch.utils.data import DataLoader
+from transformers import Seq2SeqTrainer
+
+from .batching import TokenBudgetBatchSampler
+from .schedule import inverse_sqrt_schedule
+
+
+class TranslationTrainer(Seq2SeqTrainer):
+    def get_train_dataloader(self) -> DataLoader:
+        """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences."""
+        dataset = self.train_dataset
+        sampler = TokenBudgetBatchSampler(
+            [len(ids) for ids in dataset["input_ids"]],
+            [len(ids) for ids in dataset["labels"]],
+            max_tokens=self.args.max_tokens,
+            seed=self.args.seed,
+        )
+        dataset = self._remove_unused_columns(dataset, description="training")
+        loader = DataLoader(
+            dataset,
+            batch_sampler=sampler,
+            collate_fn=self.data_collator,
+            num_workers=self.args.dataloader_num_workers,
+            pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available(),
+        )
+        # Under several processes accelerate shards the batches: rank r gets batches r, r + n, r + 2n, ...
+        return self.accelerator.prepare(loader)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        """§5.3: linear warmup, then decay with the inverse square root of the step."""
+        if self.lr_scheduler is None:
+            self.lr_scheduler = inverse_sqrt_schedule(optimizer or self.optimizer, int(self.args.warmup_steps))
+            self._created_lr_scheduler = True
+        return self.lr_scheduler
+
+    def evaluation_loop(self, *args, **kwargs):
+        # Seq2SeqTrainer gathers generated tokens with a plain `gather`, which repeats samples to even out the
+        # processes' shares; `gather_for_metrics` drops those repeats, so BLEU is on exactly the evaluation set.
+        self.gather_function = self.accelerator.gather_for_metrics
+        return super().evaluation_loop(*args, **kwargs)
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
+        # Seq2SeqTrainer writes GenerationConfig's defaults (max_length=20, ...) into the model's own generation
+        # config after every batch; they would then clash with the paper's length rule and be saved with the model.
+        generation_config = copy.deepcopy(self.model.generation_config)
+        try:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys, **gen_kwargs)
+        finally:
+            self.model.generation_config = generation_config

@@ -1,0 +1,120 @@
+"""A joint source+target sentencepiece vocabulary (§5.1: "a shared source-target vocabulary"), trained on the
+training split only and shipped as a transformers tokenizer (`tokenizer.json`) that loads with `AutoTokenizer`
+without sentencepiece or this package.
+
+The special-token ids are decided here, once: the model config takes them from the tokenizer.
+"""
+
+import logging
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import sentencepiece as spm
+from tokenizers import processors
+from transformers import PreTrainedTokenizerFast
+from transformers.convert_slow_tokenizer import SentencePieceExtractor, SpmConverter
+from transformers.tokenization_utils_base import generate_merges
+
+logger = logging.getLogger(__name__)
+
+# id: piece. Pad first so that zero-filled tensors are padding; the decoder starts from <s> and ends at </s>.
+PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
+SPECIAL_IDS = {PAD: 0, UNK: 1, BOS: 2, EOS: 3}
+
+
+@dataclass
+class VocabularySettings:
+    vocab_size: int = 8000
+    model_type: str = "bpe"  # "bpe" or "unigram"
+    character_coverage: float = 1.0  # 0.9995 for Chinese/Japanese (sentencepiece's advice), 1.0 for Latin scripts
+    normalization: str = "nmt_nfkc"  # "identity" keeps full-width CJK punctuation as it is in the references
+    max_sentences: int = 2_000_000  # sentencepiece samples this many sentences when the corpus is larger
+
+
+class _SentencePieceFile:
+    """What SpmConverter reads from a slow tokenizer: the model file, and no legacy prefix-space behaviour."""
+
+    legacy = False
+
+    def __init__(self, path: str):
+        self.vocab_file = path
+
+
+class _BpeMergesExtractor(SentencePieceExtractor):
+    """Merges of a sentencepiece BPE model, highest score (earliest merge) first.
+
+    transformers 5.23's SpmConverter calls `extract(vocab_scores)` for BPE models, which its own extractor does
+    not accept (it expects a model class); this gives the converter the (vocab, merges) it expects.
+    """
+
+    def extract(self, vocab_scores: list[tuple[str, float]]) -> tuple[dict[str, int], list[tuple[str, str]]]:
+        vocab = {piece: i for i, (piece, _) in enumerate(vocab_scores)}
+        return vocab, generate_merges(vocab, vocab_scores)
+
+
+class _TranslationSpmConverter(SpmConverter):
+    """sentencepiece model -> `tokenizers` pipeline, appending </s> to every sequence like Marian and T5."""
+
+    SpmExtractor = _BpeMergesExtractor
+
+    def post_processor(self):
+        return processors.TemplateProcessing(
+            single=["$A", EOS], pair=["$A", EOS, "$B", EOS], special_tokens=[(EOS, SPECIAL_IDS[EOS])]
+        )
+
+
+def train_sentencepiece(sentences: Iterable[str], settings: VocabularySettings, model_prefix: str) -> str:
+    """Train sentencepiece on `sentences` (source and target sides together); returns the .model path."""
+    if settings.model_type not in ("bpe", "unigram"):
+        raise ValueError(f"Unknown sentencepiece model_type {settings.model_type!r}: use 'bpe' or 'unigram'.")
+    corpus = Path(model_prefix + ".corpus.txt")
+    with corpus.open("w", encoding="utf-8") as f:
+        for sentence in sentences:
+            f.write(sentence.replace("\n", " ") + "\n")
+    spm.SentencePieceTrainer.train(
+        input=str(corpus),
+        model_prefix=model_prefix,
+        vocab_size=settings.vocab_size,
+        model_type=settings.model_type,
+        character_coverage=settings.character_coverage,
+        normalization_rule_name=settings.normalization,
+        input_sentence_size=settings.max_sentences,
+        shuffle_input_sentence=True,
+        pad_id=SPECIAL_IDS[PAD],
+        unk_id=SPECIAL_IDS[UNK],
+        bos_id=SPECIAL_IDS[BOS],
+        eos_id=SPECIAL_IDS[EOS],
+        pad_piece=PAD,
+        unk_piece=UNK,
+        bos_piece=BOS,
+        eos_piece=EOS,
+        minloglevel=2,
+    )
+    corpus.unlink()
+    return model_prefix + ".model"
+
+
+def sentencepiece_to_transformers(model_file: str) -> PreTrainedTokenizerFast:
+    """The same segmentation as a `tokenizers` pipeline: saved as tokenizer.json, it needs no sentencepiece."""
+    backend = _TranslationSpmConverter(_SentencePieceFile(model_file)).converted()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token=PAD, unk_token=UNK, bos_token=BOS, eos_token=EOS)
+
+
+def train_tokenizer(sentences: Iterable[str], settings: VocabularySettings) -> PreTrainedTokenizerFast:
+    """A joint vocabulary trained on `sentences`, as a transformers tokenizer."""
+    with tempfile.TemporaryDirectory() as workdir:
+        tokenizer = sentencepiece_to_transformers(train_sentencepiece(sentences, settings, f"{workdir}/spm"))
+    logger.info("Trained a %s vocabulary of %d pieces", settings.model_type, len(tokenizer))
+    return tokenizer
+
+
+def special_token_ids(tokenizer: PreTrainedTokenizerFast) -> dict[str, int]:
+    """The model config's special ids, read from the tokenizer (the one place that decides them)."""
+    return {
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "decoder_start_token_id": tokenizer.bos_token_id,
+    }
