@@ -65,9 +65,11 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
 
     def __post_init__(self):
-        super().__post_init__()
-        if not torch.cuda.is_available():
+        if not (torch.cuda.is_available() or torch.backends.mps.is_available()):
+            # accelerate runs several CPU processes as DDP (gloo), and bf16 on CPU, only when told the run is on CPU.
+            self.use_cpu = True
             self.dataloader_pin_memory = False  # pinned memory only helps copies to a GPU
+        super().__post_init__()
 
 
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, VocabularyArguments, TranslationTrainingArguments)

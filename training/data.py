@@ -113,15 +113,13 @@ def read_jsonl(path: Path, source_lang: str, target_lang: str) -> Dataset:
     records = load_dataset("json", data_files=str(path), split="train")
     if "translation" not in records.column_names:
         raise CorpusError(f"{path}, line 1: no 'translation' field (fields: {records.column_names}).")
-    languages = list(records.features["translation"])
-    for lang in (source_lang, target_lang):
-        if lang not in languages:
-            raise CorpusError(f"{path}: unknown language code {lang!r}; the translations have {languages}.")
 
     def select(batch: dict, indices: list[int]) -> dict:
         for pair, index in zip(batch["translation"], indices, strict=True):
-            if pair is None or pair.get(source_lang) is None or pair.get(target_lang) is None:
-                raise CorpusError(f"{path}, line {index + 1}: missing {source_lang!r} or {target_lang!r}.")
+            for lang in (source_lang, target_lang):
+                if not isinstance(pair, dict) or pair.get(lang) is None:
+                    found = sorted(pair) if isinstance(pair, dict) else pair
+                    raise CorpusError(f"{path}, line {index + 1}: no {lang!r} translation (languages there: {found}).")
         return {
             "source": [pair[source_lang] for pair in batch["translation"]],
             "target": [pair[target_lang] for pair in batch["translation"]],
@@ -188,7 +186,7 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
         if args.validation_file:
             corpus["validation"] = read_file(args.validation_file, args)
         for path in args.test_files:
-            corpus[Path(path).name.split(".")[0]] = read_file(path, args)
+            corpus[split_name_of_test_file(path)] = read_file(path, args)
     else:
         raise CorpusError("No data: pass --dataset_name, --data_dir or --train_file.")
 
@@ -203,6 +201,12 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
             corpus[split] = corpus[split].select(range(min(args.max_eval_samples, corpus[split].num_rows)))
     logger.info("Corpus: %s", {split: dataset.num_rows for split, dataset in corpus.items()})
     return corpus
+
+
+def split_name_of_test_file(path: str) -> str:
+    """A test file's split: its name before the first dot, prefixed with "test_" unless it starts so."""
+    stem = Path(path).name.split(".")[0]
+    return stem if stem.startswith("test") else f"test_{stem}"
 
 
 def held_out_splits(corpus: DatasetDict, args: DataArguments, seed: int) -> DatasetDict:

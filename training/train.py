@@ -102,6 +102,7 @@ def evaluate_translations(trainer: TranslationTrainer, corpus, tokenized, splits
         prediction = trainer.predict(tokenized[split], metric_key_prefix=split)
         hypotheses = decode(trainer.processing_class, prediction.predictions)
         results[split] = translation_scores(hypotheses, corpus[split]["target"], target_lang)
+        results[split]["translations"] = len(hypotheses)
         logger.info("%s: BLEU %.2f, chrF %.2f", split, results[split]["bleu"], results[split]["chrf"])
     return results
 
@@ -179,6 +180,11 @@ def main(argv: list[str] | None = None) -> dict:
         "best_validation_bleu": max((r["validation"]["bleu"] for r in results.values()), default=math.nan),
         "shipped_model": shipped,
         "output_dir": str(output_dir),
+        "loss_history": [
+            {"step": log["step"], "loss": log["loss"], "learning_rate": log.get("learning_rate")}
+            for log in trainer.state.log_history
+            if "loss" in log
+        ],
     }
     if args.should_save:
         trainer.save_model(str(output_dir))

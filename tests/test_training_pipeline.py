@@ -1,0 +1,205 @@
+"""training.train end to end: the Hub-ready folder, fine-tuning, averaging, resume after a kill, two processes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file, save_file
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
+
+from training.arguments import parse_arguments
+from training.average_checkpoints import last_checkpoints
+from training.average_checkpoints import main as average_main
+from training.hub import hub_files
+from training.train import main as train_main
+
+from .conftest import PAIRS
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ["--config", str(ROOT / "training/configs/smoke.yaml"), "--data_dir", str(ROOT / "examples/tiny")]
+
+
+def shared_data() -> Path:
+    if "VT_SHARED_DATA" not in os.environ:
+        pytest.skip("VT_SHARED_DATA is not set (CI sets it to ../shared/data)")
+    path = Path(os.environ["VT_SHARED_DATA"])
+    assert (path / "multi30k" / "train.en.gz").exists(), f"VT_SHARED_DATA={path} has no multi30k/train.en.gz"
+    return path
+
+
+def translate(folder: Path, sentences: list[str]) -> list[str]:
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    generated = model.generate(**tokenizer(sentences, return_tensors="pt", padding=True))
+    return tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> tuple[Path, dict]:
+    output = tmp_path_factory.mktemp("smoke") / "run"
+    report = train_main([*SMOKE, "--output_dir", str(output)])
+    return output, report
+
+
+def test_smoke_run_writes_a_hub_ready_folder_that_translates(smoke_run):
+    output, report = smoke_run
+    assert report["summary"]["steps"] == 80
+    assert set(report["results"]) == {"last", "averaged (last 2)"}
+    assert report["results"]["averaged (last 2)"]["test"]["bleu"] > 20  # the tiny corpus is learnable in 80 steps
+    assert hub_files(output) == [
+        "README.md",
+        "config.json",
+        "configuration_vanilla_transformer.py",
+        "generation_config.json",
+        "model.safetensors",
+        "modeling_vanilla_transformer.py",
+        "results.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    config = json.loads((output / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("VanillaTransformerForConditionalGeneration")
+    generation = json.loads((output / "generation_config.json").read_text())
+    assert generation["num_beams"] == 4 and generation["length_penalty"] == 0.6
+    assert generation["max_length_beyond_source"] == 50 and "max_length" not in generation
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    assert (config["pad_token_id"], config["eos_token_id"]) == (tokenizer.pad_token_id, tokenizer.eos_token_id)
+    assert translate(output, ["A dog sleeps in the park."]) == ["Ein Hund schläft im Park."]
+
+
+def test_the_card_has_parseable_metadata_with_the_real_results(smoke_run):
+    output, report = smoke_run
+    card = (output / "README.md").read_text(encoding="utf-8")
+    front_matter = yaml.safe_load(card.split("---")[1])
+    assert front_matter["language"] == ["en", "de"] and front_matter["pipeline_tag"] == "translation"
+    results = front_matter["model-index"][0]["results"]
+    bleu = {r["dataset"]["split"]: r["metrics"][0]["value"] for r in results}
+    assert bleu["test"] == round(report["results"]["averaged (last 2)"]["test"]["bleu"], 2)
+    assert "$" not in card.split("---", 2)[2].replace("$A", "")  # every template field was filled
+
+
+def test_yaml_config_gives_defaults_and_flags_override_it():
+    model, data, vocabulary, training = parse_arguments([*SMOKE, "--max_steps", "7", "--output_dir", "elsewhere"])
+    assert (model.d_model, vocabulary.vocab_size, data.test_prefixes) == (64, 120, ["test"])
+    assert (training.max_steps, training.output_dir) == (7, "elsewhere")
+    assert (training.adam_beta2, training.adam_epsilon, training.label_smoothing_factor) == (0.98, 1e-9, 0.1)
+
+
+def test_smoke_run_on_real_multi30k_pairs(tmp_path):
+    data = shared_data() / "multi30k"
+    flags = ["--data_dir", str(data), "--test_prefixes", "test_2016_flickr", "--max_train_samples", "300"]
+    flags += ["--max_eval_samples", "20", "--vocab_size", "400", "--max_steps", "20", "--average_checkpoints", "0"]
+    report = train_main([*SMOKE, *flags, "--output_dir", str(tmp_path / "run")])
+    assert set(report["results"]["last"]) == {"validation", "test_2016_flickr"}
+    assert len(translate(tmp_path / "run", ["Two dogs play in the snow."])) == 1
+
+
+def validation_loss(folder: Path, pairs: list[tuple[str, str]]) -> float:
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    batch = DataCollatorForSeq2Seq(tokenizer, model=model)([tokenizer(s, text_target=t) for s, t in pairs])
+    with torch.no_grad():
+        return model(**batch).loss.item()
+
+
+def test_fine_tuning_reuses_the_vocabulary_and_lowers_the_loss_on_new_data(smoke_run, tmp_path):
+    start, _ = smoke_run
+    new_data = tmp_path / "data"
+    new_data.mkdir()
+    for split in ("train", "val"):
+        for i, lang in enumerate(("en", "de")):
+            (new_data / f"{split}.{lang}").write_text("".join(p[i] + "\n" for p in PAIRS), encoding="utf-8")
+    output = tmp_path / "finetuned"
+    flags = ["--model_name_or_path", str(start), "--data_dir", str(new_data), "--test_prefixes", "val"]
+    train_main([*SMOKE, *flags, "--max_steps", "30", "--average_checkpoints", "0", "--output_dir", str(output)])
+    assert (output / "tokenizer.json").read_text() == (start / "tokenizer.json").read_text()
+    assert validation_loss(output, PAIRS) < validation_loss(start, PAIRS) - 0.5
+
+
+def test_averaging_two_checkpoints_gives_the_elementwise_mean(smoke_run, tmp_path):
+    output, _ = smoke_run
+    checkpoints = last_checkpoints(output, 2)
+    assert [c.name for c in checkpoints] == ["checkpoint-60", "checkpoint-80"]
+    known = []
+    for value, checkpoint in zip((1.0, 4.0), checkpoints, strict=True):
+        copy = tmp_path / checkpoint.name
+        subprocess.run(["cp", "-r", str(checkpoint), str(copy)], check=True)
+        weights = load_file(copy / "model.safetensors")
+        weights = {
+            name: torch.full_like(t, value) + torch.arange(t.numel()).view(t.shape) for name, t in weights.items()
+        }
+        save_file(weights, copy / "model.safetensors", metadata={"format": "pt"})
+        known.append(weights)
+    average_main(
+        ["--checkpoints", *(str(tmp_path / c.name) for c in checkpoints), "--output_dir", str(tmp_path / "avg")]
+    )
+    averaged = load_file(tmp_path / "avg" / "model.safetensors")
+    for name, tensor in averaged.items():
+        torch.testing.assert_close(tensor, (known[0][name] + known[1][name]) / 2)
+    assert not (tmp_path / "avg" / "optimizer.pt").exists()
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "avg")
+    embedding = "model.encoder.embeddings.embed_tokens.weight"
+    torch.testing.assert_close(model.model.encoder.embeddings.embed_tokens.weight, averaged[embedding])
+
+
+def run_training(args: list[str], **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs
+    )
+
+
+def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
+    output = tmp_path / "run"
+    command = [sys.executable, "-m", "training.train", *SMOKE, "--output_dir", str(output)]
+    command += ["--max_steps", "200", "--save_steps", "10", "--average_checkpoints", "0", "--max_eval_samples", "2"]
+    process = run_training(command)
+    deadline = time.time() + 120
+    while not (output / "checkpoint-20" / "trainer_state.json").exists():
+        assert process.poll() is None and time.time() < deadline, process.communicate()[0][-3000:]
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (output / "model.safetensors").exists(), "the run finished before it could be killed"
+    killed_at = max(int(p.name.split("-")[1]) for p in output.glob("checkpoint-*"))
+    assert killed_at < 200
+
+    resumed = run_training(command)
+    log = resumed.communicate(timeout=300)[0]
+    assert resumed.returncode == 0, log[-3000:]
+    assert f"Resuming from {output / f'checkpoint-{killed_at}'}" in log
+    state = json.loads((output / "checkpoint-200" / "trainer_state.json").read_text())
+    assert state["global_step"] == 200
+
+
+def test_two_processes_give_the_loss_of_one_and_only_rank_0_writes(tmp_path):
+    common = [*SMOKE, "--dropout", "0", "--max_steps", "3", "--logging_steps", "1", "--save_strategy", "no"]
+    common += ["--average_checkpoints", "0", "--per_device_eval_batch_size", "4", "--max_tokens", "256"]
+    one = run_training(
+        [sys.executable, "-m", "training.train", *common, "--gradient_accumulation_steps", "2"]
+        + ["--output_dir", str(tmp_path / "one")]
+    )
+    two = run_training(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517"]
+        + ["-m", "training.train", *common, "--output_dir", str(tmp_path / "two")]
+    )
+    logs = {name: process.communicate(timeout=300)[0] for name, process in (("one", one), ("two", two))}
+    for name, process in (("one", one), ("two", two)):
+        assert process.returncode == 0, logs[name][-4000:]
+    assert logs["two"].count("== training summary ==") == 1  # only rank 0 reports and writes the folder
+
+    def losses(run: str) -> list[float]:
+        history = json.loads((tmp_path / run / "results.json").read_text())["summary"]["loss_history"]
+        return [entry["loss"] for entry in history]
+
+    assert len(losses("one")) == 3
+    assert losses("two") == pytest.approx(losses("one"), rel=1e-3)
+    results = json.loads((tmp_path / "two" / "results.json").read_text())["results"]["last"]
+    assert results["validation"]["translations"] == 10  # exactly the evaluation set, no duplicated samples

@@ -1,0 +1,99 @@
+"""The paper's recipe: token-budget batches, the learning-rate schedule, metrics."""
+
+import random
+
+import pytest
+import sacrebleu
+import torch
+
+from training.batching import TokenBudgetBatchSampler
+from training.metrics import translation_scores
+from training.schedule import inverse_sqrt_schedule, paper_learning_rate, peak_learning_rate
+
+
+# Batching ---------------------------------------------------------------------------------------------------------
+def random_lengths(count: int, seed: int = 0) -> tuple[list[int], list[int]]:
+    rng = random.Random(seed)
+    return [rng.randint(3, 60) for _ in range(count)], [rng.randint(3, 70) for _ in range(count)]
+
+
+@pytest.mark.parametrize("max_tokens", [64, 500, 4096])
+def test_no_batch_over_budget_and_every_example_once_per_epoch(max_tokens):
+    source, target = random_lengths(1000)
+    sampler = TokenBudgetBatchSampler(source, target, max_tokens=max_tokens, seed=1)
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert len(batches) == len(sampler)
+        assert sorted(i for batch in batches for i in batch) == list(range(1000))
+        for batch in batches:
+            padded = len(batch) * max(max(source[i] for i in batch), max(target[i] for i in batch))
+            assert padded <= max_tokens or len(batch) == 1
+
+
+def test_batches_group_similar_lengths_and_epochs_reorder_them():
+    source, target = random_lengths(2000)
+    sampler = TokenBudgetBatchSampler(source, target, max_tokens=1000, seed=1)
+    real = sum(source) + sum(target)
+    padded = sum(len(b) * (max(source[i] for i in b) + max(target[i] for i in b)) for b in sampler)
+    assert real / padded > 0.7  # source sides are sorted; target sides pad more
+    first = list(sampler)
+    sampler.set_epoch(1)
+    second = list(sampler)
+    assert first != second and sorted(map(tuple, first)) == sorted(map(tuple, second))
+    again = TokenBudgetBatchSampler(source, target, max_tokens=1000, seed=1)
+    again.set_epoch(1)
+    assert list(again) == second  # a resumed run sees the same batches in the same order
+
+
+def test_a_pair_longer_than_the_budget_gets_its_own_batch():
+    sampler = TokenBudgetBatchSampler([5, 300, 6], [5, 10, 6], max_tokens=100)
+    assert sorted(map(sorted, sampler)) == [[0, 2], [1]]
+
+
+def test_bad_sampler_arguments_are_value_errors():
+    with pytest.raises(ValueError, match="3 source lengths but 2 target lengths"):
+        TokenBudgetBatchSampler([1, 2, 3], [1, 2], max_tokens=10)
+    with pytest.raises(ValueError, match="max_tokens must be positive, got 0"):
+        TokenBudgetBatchSampler([1], [1], max_tokens=0)
+
+
+# Schedule (§5.3) --------------------------------------------------------------------------------------------------
+def test_learning_rate_follows_the_papers_formula_at_every_step():
+    d_model, warmup = 512, 4000
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.Adam([parameter], lr=peak_learning_rate(d_model, warmup))
+    schedule = inverse_sqrt_schedule(optimizer, warmup)
+    for step in range(1, 12001):
+        expected = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(expected, rel=1e-12), step
+        optimizer.step()
+        schedule.step()
+    assert peak_learning_rate(d_model, warmup) == pytest.approx(7.0e-4, rel=0.02)  # the paper's peak, ~7e-4
+
+
+def test_scale_multiplies_the_rate():
+    assert paper_learning_rate(100, 256, 50, scale=2.0) == pytest.approx(2 * 256**-0.5 * 100**-0.5)
+    with pytest.raises(ValueError, match="warmup_steps must be at least 1, got 0"):
+        inverse_sqrt_schedule(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), 0)
+
+
+# Metrics ----------------------------------------------------------------------------------------------------------
+def test_scores_are_sacrebleus_and_tokenized_bleu_is_lowercased():
+    hypotheses = ["Ein Hund läuft über das Gras.", "Zwei Männer spielen Fußball."]
+    references = ["Ein Hund rennt über das Gras.", "zwei Männer spielen Fußball."]
+    scores = translation_scores(hypotheses, references, "de")
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert scores["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hypotheses, [references]).score)
+    assert "tok:13a" in scores["bleu_signature"]
+    lowered = sacrebleu.corpus_bleu([h.lower() for h in hypotheses], [[r.lower() for r in references]]).score
+    assert scores["tokenized_bleu"] == pytest.approx(lowered, abs=1e-6)
+    assert scores["tokenized_bleu"] > scores["bleu"]
+
+
+def test_chinese_targets_use_the_zh_tokenizer_and_mismatched_lengths_fail():
+    scores = translation_scores(["我是学生。"], ["我是老师。"], "zh")
+    assert "tok:zh" in scores["bleu_signature"] and "tokenized_bleu" not in scores
+    assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(["我是学生。"], [["我是老师。"]], tokenize="zh").score)
+    with pytest.raises(ValueError, match="1 translations for 2 references"):
+        translation_scores(["a"], ["a", "b"], "en")
