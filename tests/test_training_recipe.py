@@ -97,3 +97,19 @@ def test_chinese_targets_use_the_zh_tokenizer_and_mismatched_lengths_fail():
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(["我是学生。"], [["我是老师。"]], tokenize="zh").score)
     with pytest.raises(ValueError, match="1 translations for 2 references"):
         translation_scores(["a"], ["a", "b"], "en")
+
+
+# Label smoothing (§5.4) -------------------------------------------------------------------------------------------
+def test_fused_label_smoothing_equals_the_trainers_label_smoother():
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    from training.recipe import label_smoothed_loss
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, 11, generator=generator)
+    labels = torch.randint(0, 11, (3, 5), generator=generator)
+    labels[0, 3:] = -100
+    expected = LabelSmoother(epsilon=0.1)({"logits": logits}, labels)
+    torch.testing.assert_close(label_smoothed_loss(0.1)({"logits": logits}, labels), expected)
+    halved = label_smoothed_loss(0.1)({"logits": logits}, labels, num_items_in_batch=2 * int((labels != -100).sum()))
+    torch.testing.assert_close(halved, expected / 2)
