@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -68,3 +70,17 @@ PAIRS = [
     ("a girl rides a red bicycle", "ein mädchen fährt ein rotes fahrrad"),
     ("people walk through the city", "menschen gehen durch die stadt"),
 ]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ["--config", str(ROOT / "training/configs/smoke.yaml"), "--data_dir", str(ROOT / "examples/tiny")]
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> tuple[Path, dict]:
+    """The smoke config trained once (~5 s) on examples/tiny: (output folder, report)."""
+    from training.train import main as train_main
+
+    output = tmp_path_factory.mktemp("smoke") / "run"
+    report = train_main([*SMOKE, "--output_dir", str(output)])
+    return output, report

@@ -20,10 +20,7 @@ from training.average_checkpoints import main as average_main
 from training.hub import hub_files
 from training.train import main as train_main
 
-from .conftest import PAIRS
-
-ROOT = Path(__file__).resolve().parent.parent
-SMOKE = ["--config", str(ROOT / "training/configs/smoke.yaml"), "--data_dir", str(ROOT / "examples/tiny")]
+from .conftest import PAIRS, ROOT, SMOKE
 
 
 def shared_data() -> Path:
@@ -39,13 +36,6 @@ def translate(folder: Path, sentences: list[str]) -> list[str]:
     tokenizer = AutoTokenizer.from_pretrained(folder)
     generated = model.generate(**tokenizer(sentences, return_tensors="pt", padding=True))
     return tokenizer.batch_decode(generated, skip_special_tokens=True)
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> tuple[Path, dict]:
-    output = tmp_path_factory.mktemp("smoke") / "run"
-    report = train_main([*SMOKE, "--output_dir", str(output)])
-    return output, report
 
 
 def test_smoke_run_writes_a_hub_ready_folder_that_translates(smoke_run):
@@ -203,3 +193,15 @@ def test_two_processes_give_the_loss_of_one_and_only_rank_0_writes(tmp_path):
     assert losses("two") == pytest.approx(losses("one"), rel=1e-3)
     results = json.loads((tmp_path / "two" / "results.json").read_text())["results"]["last"]
     assert results["validation"]["translations"] == 10  # exactly the evaluation set, no duplicated samples
+
+
+def test_the_readmes_plain_python_fine_tuning_runs_without_this_package(smoke_run, tmp_path):
+    folder, _ = smoke_run
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    snippet = readme.split("### Fine-tune a trained model")[1].split("```python")[1].split("```")[0]
+    snippet = snippet.replace("runs/multi30k_en_de", str(folder)).replace("runs/finetuned", str(tmp_path / "ft"))
+    script = 'import sys\nsys.modules["vanilla_transformer"] = None\nsys.modules["training"] = None\n' + snippet
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules")}
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "train_loss" in result.stdout

@@ -85,6 +85,8 @@ def yaml_to_flags(path: str) -> list[str]:
         raise SystemExit(f"{path}: expected a mapping of argument names to values, got {type(settings).__name__}.")
     flags: list[str] = []
     for name, value in settings.items():
+        if value is None:  # null in the file: keep the argument's default
+            continue
         values = value if isinstance(value, list) else [value]
         flags += [f"--{name}", *(str(v) for v in values)]
     return flags
