@@ -205,3 +205,13 @@ def test_the_readmes_plain_python_fine_tuning_runs_without_this_package(smoke_ru
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "train_loss" in result.stdout
+
+
+def test_the_cli_reports_bad_data_in_one_line(tmp_path):
+    (tmp_path / "train.en").write_text("a\nb\n", encoding="utf-8")
+    (tmp_path / "train.de").write_text("a\n", encoding="utf-8")
+    command = [sys.executable, "-m", "training.train", "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "o")]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "error: " in result.stderr and "train.en has 2 lines but" in result.stderr
+    assert "Traceback" not in result.stderr

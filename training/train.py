@@ -13,7 +13,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import torch
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
@@ -28,7 +27,7 @@ from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForC
 
 from .arguments import ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
 from .average_checkpoints import last_checkpoints, write_averaged_model
-from .data import load_parallel_corpus, testing_splits, tokenize_corpus
+from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
 from .hub import publish
 from .metrics import decode, make_compute_metrics, translation_scores
 from .model_card import render_model_card
@@ -155,6 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
     trainer.log_metrics("train", train_result.metrics)
 
     eval_splits = ["validation", *testing_splits(corpus)]
+    trainer.compute_metrics = None  # the final scores are against the raw references (evaluate_translations)
     results = {"last": evaluate_translations(trainer, corpus, tokenized, eval_splits, data_args.target_lang)}
     if args.average_checkpoints > 1:
         checkpoints = last_checkpoints(output_dir, args.average_checkpoints)
@@ -226,6 +226,13 @@ def print_summary(summary: dict, results: dict) -> None:
     print("\n".join(["", "== training summary ==", *lines]))
 
 
+def cli() -> None:
+    """The console script: data errors end the run with their message (file and line), not a traceback."""
+    try:
+        main()
+    except CorpusError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
 if __name__ == "__main__":
-    torch.set_float32_matmul_precision("high")
-    main()
+    cli()
