@@ -215,3 +215,30 @@ def test_the_cli_reports_bad_data_in_one_line(tmp_path):
     assert result.returncode == 1
     assert "error: " in result.stderr and "train.en has 2 lines but" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_publish_uploads_exactly_the_hub_files(smoke_run, monkeypatch):
+    import training.hub
+
+    folder, _ = smoke_run
+    calls = []
+
+    class RecordingApi:  # the Hub is unreachable here: record what huggingface_hub would be asked to do
+        def __init__(self, token=None):
+            calls.append(("init", token))
+
+        def create_repo(self, repo_id, **kwargs):
+            calls.append(("create_repo", repo_id, kwargs))
+
+        def upload_folder(self, **kwargs):
+            calls.append(("upload_folder", kwargs))
+            return "https://huggingface.co/me/model/commit/0"
+
+    monkeypatch.setattr(training.hub, "HfApi", RecordingApi)
+    assert training.hub.publish(folder, "me/model", token="t") == "https://huggingface.co/me/model/commit/0"
+    assert calls[0] == ("init", "t")
+    assert calls[1] == ("create_repo", "me/model", {"repo_type": "model", "private": False, "exist_ok": True})
+    upload = calls[2][1]
+    assert upload["repo_id"] == "me/model" and upload["folder_path"] == str(folder)
+    assert upload["allow_patterns"] == hub_files(folder)
+    assert not any(name.startswith(("checkpoint-", "averaged")) for name in upload["allow_patterns"])

@@ -118,8 +118,85 @@ def resume_checkpoint(args: TranslationTrainingArguments) -> str | None:
     return None
 
 
+def epochs_done(checkpoint: str | None) -> float:
+    """Epochs already trained when resuming from `checkpoint` (0 for a fresh run)."""
+    if checkpoint is None:
+        return 0.0
+    return json.loads((Path(checkpoint) / "trainer_state.json").read_text())["epoch"] or 0.0
+
+
+def evaluate_last_and_averaged(trainer: TranslationTrainer, args, corpus, tokenized, target_lang: str) -> dict:
+    """{"last": scores per split} and, with --average_checkpoints N, the averaged model's scores (§6.1), which
+    then stays loaded in the trainer: the last entry is the model that ships."""
+    splits = ["validation", *testing_splits(corpus)]
+    trainer.compute_metrics = None  # the final scores are against the raw references (evaluate_translations)
+    results = {"last": evaluate_translations(trainer, corpus, tokenized, splits, target_lang)}
+    if args.average_checkpoints > 1:
+        output_dir = Path(args.output_dir)
+        checkpoints = last_checkpoints(output_dir, args.average_checkpoints)
+        # Rank 0 writes the averaged folder first; then every rank loads it (evaluation runs on all of them).
+        with args.main_process_first(desc="checkpoint averaging"):
+            if args.should_save:
+                write_averaged_model(checkpoints, output_dir / "averaged")
+            averaged = AutoModelForSeq2SeqLM.from_pretrained(output_dir / "averaged")
+        trainer.model.load_state_dict(averaged.state_dict())
+        label = f"averaged (last {len(checkpoints)})"
+        results[label] = evaluate_translations(trainer, corpus, tokenized, splits, target_lang)
+    return results
+
+
+def run_summary(trainer: TranslationTrainer, runtime_s: float, epochs_trained: float, tokenized, results, started):
+    """Steps, time, training throughput (real source + target tokens, no padding) and the loss curve."""
+    tokens_per_epoch = sum(len(ids) for ids in tokenized["train"]["input_ids"]) + sum(
+        len(ids) for ids in tokenized["train"]["labels"]
+    )
+    return {
+        "steps": trainer.state.global_step,
+        "epochs": round(trainer.state.epoch or 0, 2),
+        "wall_time_s": round(time.time() - started, 1),
+        "train_tokens_per_s": round(tokens_per_epoch * epochs_trained / runtime_s),
+        "best_validation_bleu": max((r["validation"]["bleu"] for r in results.values()), default=math.nan),
+        "shipped_model": list(results)[-1],
+        "output_dir": trainer.args.output_dir,
+        "loss_history": [
+            {"step": log["step"], "loss": log["loss"], "learning_rate": log.get("learning_rate")}
+            for log in trainer.state.log_history
+            if "loss" in log
+        ],
+    }
+
+
+def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, results: dict, summary: dict) -> None:
+    """The Hub-ready folder: model, tokenizer, code, generation config, the filled-in card and results.json."""
+    model_args, data_args, vocab_args, args = arguments
+    output_dir = Path(args.output_dir)
+    trainer.save_model(str(output_dir))
+    config = trainer.model.config.to_diff_dict()
+    training = ("max_tokens", "learning_rate", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon")
+    vocabulary = "reused" if model_args.model_name_or_path else f"{vocab_args.model_type}, {config['vocab_size']}"
+    card = render_model_card(
+        repo_id=args.hub_model_id or output_dir.name,
+        source_lang=data_args.source_lang,
+        target_lang=data_args.target_lang,
+        dataset=data_args.dataset_name or data_args.data_dir or data_args.train_file,
+        results=results[summary["shipped_model"]],
+        hyperparameters={
+            **{k: v for k, v in config.items() if k not in ("auto_map", "architectures")},
+            **{k: getattr(args, k) for k in (*training, "label_smoothing_factor", "seed")},
+            "steps": summary["steps"],
+            "vocabulary": vocabulary,
+        },
+        generation={k: getattr(args, k) for k in ("num_beams", "length_penalty", "max_length_beyond_source")},
+        example_source=corpus[list(results["last"])[-1]]["source"][0],
+    )
+    (output_dir / "README.md").write_text(card, encoding="utf-8")
+    report = {"summary": summary, "results": results, "arguments": {"data": asdict(data_args)}}
+    (output_dir / "results.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> dict:
-    model_args, data_args, vocab_args, args = parse_arguments(argv)
+    arguments = parse_arguments(argv)
+    model_args, data_args, vocab_args, args = arguments
     logging.basicConfig(
         format="%(asctime)s %(name)s: %(message)s", level=logging.INFO if args.should_log else logging.WARN
     )
@@ -150,68 +227,18 @@ def main(argv: list[str] | None = None) -> dict:
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         compute_metrics=make_compute_metrics(tokenizer, data_args.target_lang),
     )
-    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(args))
+    checkpoint = resume_checkpoint(args)
+    train_result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.log_metrics("train", train_result.metrics)
 
-    eval_splits = ["validation", *testing_splits(corpus)]
-    trainer.compute_metrics = None  # the final scores are against the raw references (evaluate_translations)
-    results = {"last": evaluate_translations(trainer, corpus, tokenized, eval_splits, data_args.target_lang)}
-    if args.average_checkpoints > 1:
-        checkpoints = last_checkpoints(output_dir, args.average_checkpoints)
-        # Rank 0 writes the averaged folder first; then every rank loads it (evaluation runs on all of them).
-        with args.main_process_first(desc="checkpoint averaging"):
-            if args.should_save:
-                write_averaged_model(checkpoints, output_dir / "averaged")
-            averaged = AutoModelForSeq2SeqLM.from_pretrained(output_dir / "averaged")
-        trainer.model.load_state_dict(averaged.state_dict())
-        results[f"averaged (last {len(checkpoints)})"] = evaluate_translations(
-            trainer, corpus, tokenized, eval_splits, data_args.target_lang
-        )
-    shipped = list(results)[-1]
-
-    train_tokens = sum(len(ids) for ids in tokenized["train"]["input_ids"]) + sum(
-        len(ids) for ids in tokenized["train"]["labels"]
-    )
-    summary = {
-        "steps": trainer.state.global_step,
-        "epochs": round(trainer.state.epoch or 0, 2),
-        "wall_time_s": round(time.time() - started, 1),
-        "train_tokens_per_s": round(train_tokens * (trainer.state.epoch or 0) / train_result.metrics["train_runtime"]),
-        "best_validation_bleu": max((r["validation"]["bleu"] for r in results.values()), default=math.nan),
-        "shipped_model": shipped,
-        "output_dir": str(output_dir),
-        "loss_history": [
-            {"step": log["step"], "loss": log["loss"], "learning_rate": log.get("learning_rate")}
-            for log in trainer.state.log_history
-            if "loss" in log
-        ],
-    }
+    results = evaluate_last_and_averaged(trainer, args, corpus, tokenized, data_args.target_lang)
+    epochs_trained = (trainer.state.epoch or 0) - epochs_done(checkpoint)
+    summary = run_summary(trainer, train_result.metrics["train_runtime"], epochs_trained, tokenized, results, started)
     if args.should_save:
-        trainer.save_model(str(output_dir))
-        card = render_model_card(
-            repo_id=args.hub_model_id or output_dir.name,
-            source_lang=data_args.source_lang,
-            target_lang=data_args.target_lang,
-            dataset=data_args.dataset_name or data_args.data_dir or data_args.train_file,
-            results=results[shipped],
-            hyperparameters={
-                **{k: v for k, v in model.config.to_diff_dict().items() if k not in ("auto_map", "architectures")},
-                **{k: getattr(args, k) for k in ("max_tokens", "learning_rate", "warmup_steps", "adam_beta1")},
-                **{k: getattr(args, k) for k in ("adam_beta2", "adam_epsilon", "label_smoothing_factor", "seed")},
-                "steps": trainer.state.global_step,
-                "vocabulary": f"{vocab_args.model_type}, {len(tokenizer)} pieces"
-                if not model_args.model_name_or_path
-                else "reused",
-            },
-            generation={k: getattr(args, k) for k in ("num_beams", "length_penalty", "max_length_beyond_source")},
-            example_source=corpus[eval_splits[-1]]["source"][0],
-        )
-        (output_dir / "README.md").write_text(card, encoding="utf-8")
-        report = {"summary": summary, "results": results, "arguments": {"data": asdict(data_args)}}
-        (output_dir / "results.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+        write_model_folder(trainer, arguments, corpus, results, summary)
         if push_to_hub:
             logger.info("Published: %s", publish(output_dir, args.hub_model_id or output_dir.name, args.hub_token))
-        print_summary(summary, results[shipped])
+        print_summary(summary, results[summary["shipped_model"]])
     return {"summary": summary, "results": results}
 
 
