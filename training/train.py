@@ -228,11 +228,13 @@ def main(argv: list[str] | None = None) -> dict:
         compute_metrics=make_compute_metrics(tokenizer, data_args.target_lang),
     )
     checkpoint = resume_checkpoint(args)
+    # Read before training: the Trainer's save_total_limit may delete the checkpoint we resumed from.
+    epochs_before = epochs_done(checkpoint)
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.log_metrics("train", train_result.metrics)
 
     results = evaluate_last_and_averaged(trainer, args, corpus, tokenized, data_args.target_lang)
-    epochs_trained = (trainer.state.epoch or 0) - epochs_done(checkpoint)
+    epochs_trained = (trainer.state.epoch or 0) - epochs_before
     summary = run_summary(trainer, train_result.metrics["train_runtime"], epochs_trained, tokenized, results, started)
     if args.should_save:
         write_model_folder(trainer, arguments, corpus, results, summary)
