@@ -50,6 +50,7 @@ def test_smoke_run_writes_a_hub_ready_folder_that_translates(smoke_run):
         "generation_config.json",
         "model.safetensors",
         "modeling_vanilla_transformer.py",
+        "pipeline_vanilla_transformer.py",
         "results.json",
         "tokenizer.json",
         "tokenizer_config.json",

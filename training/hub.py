@@ -4,13 +4,25 @@ The Trainer's own `push_to_hub` creates the repository when the run starts and w
 the finished folder once, with the card rendered from `model_card.md`, and leaves the training state behind.
 """
 
+import copy
+import shutil
 from fnmatch import fnmatch
 from pathlib import Path
 
 from huggingface_hub import HfApi
+from transformers import PreTrainedModel
+
+from vanilla_transformer import CUSTOM_PIPELINES, pipeline_vanilla_transformer
 
 # Inside a run's output folder but not part of the model: checkpoints, logs, Trainer state.
 NOT_PUBLISHED = ("checkpoint-*", "runs", "averaged", "*.bin", "trainer_state.json", "*.log", ".*")
+
+
+def ship_translation_pipeline(model: PreTrainedModel, folder: str | Path) -> None:
+    """Put the pipeline code in `folder` and name it in the model's config (written by the next save), so that
+    `pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed."""
+    shutil.copy(pipeline_vanilla_transformer.__file__, Path(folder) / Path(pipeline_vanilla_transformer.__file__).name)
+    model.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
 
 
 def hub_files(folder: str | Path) -> list[str]:

@@ -28,7 +28,7 @@ from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForC
 from .arguments import ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
 from .average_checkpoints import last_checkpoints, write_averaged_model
 from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
-from .hub import publish
+from .hub import publish, ship_translation_pipeline
 from .metrics import decode, make_compute_metrics, translation_scores
 from .model_card import render_model_card
 from .recipe import TranslationTrainer
@@ -170,6 +170,7 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
     """The Hub-ready folder: model, tokenizer, code, generation config, the filled-in card and results.json."""
     model_args, data_args, vocab_args, args = arguments
     output_dir = Path(args.output_dir)
+    ship_translation_pipeline(trainer.model, output_dir)
     trainer.save_model(str(output_dir))
     config = trainer.model.config.to_diff_dict()
     training = ("max_tokens", "learning_rate", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon")
@@ -181,7 +182,7 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
         dataset=data_args.dataset_name or data_args.data_dir or data_args.train_file,
         results=results[summary["shipped_model"]],
         hyperparameters={
-            **{k: v for k, v in config.items() if k not in ("auto_map", "architectures")},
+            **{k: v for k, v in config.items() if k not in ("auto_map", "architectures", "custom_pipelines")},
             **{k: getattr(args, k) for k in (*training, "label_smoothing_factor", "seed")},
             "steps": summary["steps"],
             "vocabulary": vocabulary,

@@ -2,9 +2,11 @@
 
 Importing the package registers the classes with the Auto* factories, and marks them for auto classes so that
 `save_pretrained` copies the code files into the folder and writes `auto_map`: such a folder then loads with
-`trust_remote_code=True` where this package is not installed.
+`trust_remote_code=True` where this package is not installed. It also provides `pipeline("translation")`, which
+transformers 5.x no longer has.
 """
 
+import transformers.pipelines
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
@@ -14,6 +16,7 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     sinusoidal_positional_encoding,
 )
+from .pipeline_vanilla_transformer import CUSTOM_PIPELINES, TranslationPipeline
 
 AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
 AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
@@ -23,10 +26,20 @@ VanillaTransformerConfig.register_for_auto_class()
 VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
+# transformers 5.x removed the "translation" task (4.x still has its own): put ours in its place, so that
+# pipeline("translation", model=model, tokenizer=tokenizer) works for model objects once this package is imported.
+if "translation" in getattr(transformers.pipelines, "REMOVED_TASKS", {}):
+    del transformers.pipelines.REMOVED_TASKS["translation"]
+    transformers.pipelines.PIPELINE_REGISTRY.register_pipeline(
+        "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+    )
+
 __all__ = [
     "VanillaTransformerConfig",
     "VanillaTransformerPreTrainedModel",
     "VanillaTransformerModel",
     "VanillaTransformerForConditionalGeneration",
     "sinusoidal_positional_encoding",
+    "TranslationPipeline",
+    "CUSTOM_PIPELINES",
 ]

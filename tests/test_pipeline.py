@@ -1,0 +1,125 @@
+"""pipeline("translation") on transformers 5.x: from objects, from a trained folder, and as remote code."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+from vanilla_transformer import TranslationPipeline
+
+from .conftest import PAIRS, tiny_model, word_tokenizer
+
+SOURCES = [source for source, _ in PAIRS]
+
+
+@pytest.fixture(scope="module")
+def translator():
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer))
+    model.generation_config.max_new_tokens = 8
+    return pipeline("translation", model=model, tokenizer=tokenizer)
+
+
+def generated_text(translator, sentences: list[str], **generate_kwargs) -> list[str]:
+    batch = translator.tokenizer(sentences, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        output = translator.model.generate(**batch, **generate_kwargs)
+    return [text.strip() for text in translator.tokenizer.batch_decode(output, skip_special_tokens=True)]
+
+
+def test_outputs_have_the_4x_format_and_are_what_generate_gives(translator):
+    assert isinstance(translator, TranslationPipeline)
+    single = translator(SOURCES[0])
+    assert single == [{"translation_text": generated_text(translator, SOURCES[:1])[0]}]
+    several = translator(SOURCES[:3])
+    assert several == [{"translation_text": text} for text in generated_text(translator, SOURCES[:3])]
+
+
+def test_batches_give_the_same_translations_as_one_at_a_time(translator):
+    assert translator(SOURCES, batch_size=3) == translator(SOURCES)
+
+
+def test_generation_arguments_reach_generate(translator):
+    beams = translator(SOURCES[:2], num_beams=4, num_return_sequences=2, max_new_tokens=3)
+    assert [len(candidates) for candidates in beams] == [2, 2]
+    expected = generated_text(translator, SOURCES[:2], num_beams=4, num_return_sequences=2, max_new_tokens=3)
+    assert [c["translation_text"] for candidates in beams for c in candidates] == expected
+    assert all(len(c["translation_text"].split()) <= 3 for candidates in beams for c in candidates)
+
+
+def test_an_empty_string_gives_an_empty_translation(translator):
+    assert translator(["", SOURCES[0], "  "], batch_size=2) == [
+        {"translation_text": ""},
+        translator(SOURCES[0])[0],
+        {"translation_text": ""},
+    ]
+
+
+@pytest.mark.parametrize("bad", [42, None, ["a dog", 3]])
+def test_a_non_string_is_a_type_error_naming_the_type(translator, bad):
+    with pytest.raises(TypeError, match="not (int|NoneType)"):
+        translator(bad)
+
+
+def test_long_input_translates_and_is_truncated_only_when_asked(translator):
+    long_source = " ".join(SOURCES * 40)  # ~200 words, far longer than any training sentence
+    assert len(translator(long_source, max_new_tokens=2)) == 1
+    seen = []
+    encoder = translator.model.get_encoder()
+    hook = encoder.register_forward_pre_hook(lambda m, a, k: seen.append(k["input_ids"].shape[1]), with_kwargs=True)
+    try:
+        translator(long_source, truncation=True, max_source_length=16, max_new_tokens=1)
+    finally:
+        hook.remove()
+    assert seen == [16]
+    with pytest.raises(ValueError, match="max_source_length"):
+        translator(long_source, truncation=True)
+
+
+def test_a_trained_folder_translates_through_the_pipeline(smoke_run):
+    folder, _ = smoke_run
+    config = json.loads((folder / "config.json").read_text())
+    assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_vanilla_transformer.TranslationPipeline"
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    expected = tokenizer.batch_decode(
+        model.generate(**tokenizer(["a dog runs"], return_tensors="pt")), skip_special_tokens=True
+    )
+    from_objects = TranslationPipeline(model=model, tokenizer=tokenizer)
+    with_remote_code = pipeline("translation", model=str(folder), trust_remote_code=True)
+    for translator in (from_objects, with_remote_code):
+        assert translator("a dog runs") == [{"translation_text": expected[0].strip()}]
+
+
+def test_the_folder_works_where_neither_this_package_nor_sentencepiece_can_be_imported(smoke_run, tmp_path):
+    folder, _ = smoke_run
+    expected = TranslationPipeline(
+        model=AutoModelForSeq2SeqLM.from_pretrained(folder), tokenizer=AutoTokenizer.from_pretrained(folder)
+    )(["a dog runs", "two men play football"])
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        for name in ("vanilla_transformer", "training", "sentencepiece"):
+            sys.modules[name] = None  # any import of these now fails
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+        folder = {str(folder)!r}
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)  # no prompt about the model code
+        assert tokenizer("a dog runs").input_ids[-1] == tokenizer.eos_token_id
+        translator = pipeline("translation", model=folder, trust_remote_code=True)
+        assert type(translator).__module__.startswith("transformers_modules"), type(translator).__module__
+        print(json.dumps(translator(["a dog runs", "two men play football"])))
+        """
+    )
+    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Do you wish to run the custom code" not in result.stdout + result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected

@@ -1,0 +1,78 @@
+"""The pictures of `vanilla_transformer.visualization` from the command line (needs `pip install .[viz]`).
+
+python -m training.visualize attention --model runs/multi30k_en_de --source "Two dogs play in the snow." \
+    --kind cross --output cross_attention.png             # without --target: the model's own translation
+python -m training.visualize positional-encoding --output pe.png
+python -m training.visualize pe-curves --output pe_curves.png
+python -m training.visualize pe-distance --output pe_distance.png
+python -m training.visualize parameters                   # the markdown parameter table of the README
+"""
+
+import argparse
+
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+import vanilla_transformer  # noqa: F401  (registers the model type, so no remote code is needed)
+from vanilla_transformer.visualization import (
+    ATTENTION_KINDS,
+    attention_maps,
+    parameter_table,
+    plot_attention,
+    plot_positional_curves,
+    plot_positional_distance,
+    plot_positional_encoding,
+)
+
+
+def attention_figure(args: argparse.Namespace):
+    model = AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    maps = attention_maps(model, tokenizer, args.source, args.target)
+    print(f"source: {' '.join(maps.source_tokens)}\ntarget: {' '.join(maps.target_tokens)}")
+    return plot_attention(maps, args.kind, args.layers)
+
+
+FIGURES = {
+    "attention": attention_figure,
+    "positional-encoding": lambda args: plot_positional_encoding(args.d_model, args.length),
+    "pe-curves": lambda args: plot_positional_curves(args.d_model, args.length),
+    "pe-distance": lambda args: plot_positional_distance(args.d_model, args.length),
+}
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    attention = commands.add_parser("attention", help="Heatmaps of one kind of attention, per layer and head.")
+    attention.add_argument("--model", required=True, help="A model folder written by training.train.")
+    attention.add_argument("--source", required=True, help="The source sentence.")
+    attention.add_argument("--target", help="The target sentence (default: the model's own translation).")
+    attention.add_argument("--kind", choices=sorted(ATTENTION_KINDS), default="cross")
+    attention.add_argument("--layers", type=int, nargs="+", help="Layers to show, from 0 (default: all).")
+    for name, help_text in (
+        ("positional-encoding", "The PE matrix as a heatmap (positions x dimensions)."),
+        ("pe-curves", "PE against position for a few dimensions."),
+        ("pe-distance", "PE(pos) . PE(pos + k) against k for several pos."),
+    ):
+        command = commands.add_parser(name, help=help_text)
+        command.add_argument("--d_model", type=int, default=128)
+        command.add_argument("--length", type=int, default=100, help="Positions (or distances) to show.")
+    for command in commands.choices.values():
+        command.add_argument("--output", required=True, help="The PNG file to write.")
+    parameters = commands.add_parser("parameters", help="Print the parameter table (markdown) of base and big.")
+    parameters.add_argument("--vocab_size", type=int, default=37000)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_arguments(argv)
+    if args.command == "parameters":
+        print(parameter_table(args.vocab_size))
+        return
+    figure = FIGURES[args.command](args)
+    figure.savefig(args.output, dpi=120)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

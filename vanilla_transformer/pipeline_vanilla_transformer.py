@@ -1,0 +1,75 @@
+"""`pipeline("translation")` for transformers 5.x, which removed its own (and its text2text parent).
+
+Outputs as in transformers 4.x: one string gives `[{"translation_text": ...}]`, a list of strings gives one such
+dict per string (a list of lists with `num_return_sequences` > 1). Generation settings (`num_beams`,
+`max_new_tokens`, ...) go to `generate()`; without them, the model's saved generation config applies.
+
+This file imports only torch and transformers: model folders written by `training.train` carry it, and their
+`config.json` names it under `custom_pipelines`, so that
+`pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed.
+"""
+
+import torch
+from transformers import Pipeline
+
+# What a model folder's config.json holds under "custom_pipelines" to point pipeline() at this file.
+CUSTOM_PIPELINES = {
+    "translation": {
+        "impl": "pipeline_vanilla_transformer.TranslationPipeline",
+        "pt": ["AutoModelForSeq2SeqLM"],
+        "type": "text",
+    }
+}
+
+
+class TranslationPipeline(Pipeline):
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_tokenizer = True
+    _pipeline_calls_generate = True
+
+    def _sanitize_parameters(self, truncation: bool | None = None, max_source_length: int | None = None, **generate):
+        preprocess = {}
+        if truncation is not None:
+            preprocess["truncation"] = truncation
+        if max_source_length is not None:
+            preprocess["max_source_length"] = max_source_length
+        # Pipeline.__call__ and __init__ pass these through; they are not generate() arguments.
+        for name in ("src_lang", "tgt_lang", "clean_up_tokenization_spaces"):
+            generate.pop(name, None)
+        return preprocess, generate, {}
+
+    def __call__(self, inputs: str | list[str], **kwargs):
+        """Translate a string or a list of strings; kwargs: `batch_size`, `truncation`, `max_source_length`, and any
+        generate() argument (`num_beams`, `max_new_tokens`, `do_sample`, `num_return_sequences`, ...)."""
+        results = super().__call__(inputs, **kwargs)
+        if isinstance(inputs, list) and all(len(result) == 1 for result in results):
+            return [result[0] for result in results]  # one translation per string: a flat list, as in 4.x
+        return results
+
+    def preprocess(self, text: str, truncation: bool = False, max_source_length: int | None = None) -> dict:
+        if not isinstance(text, str):
+            raise TypeError(f"The translation pipeline translates strings, not {type(text).__name__}: {text!r}")
+        if truncation:
+            max_source_length = max_source_length or self.tokenizer.model_max_length
+            if max_source_length > 1_000_000:  # the tokenizer's "no limit" default
+                raise ValueError("truncation=True needs a length: pass max_source_length=N (source tokens).")
+        inputs = self.tokenizer(text, truncation=truncation, max_length=max_source_length, return_tensors="pt")
+        # An empty source translates to "" (marked here, honoured in postprocess); batching keeps its shape (1,).
+        inputs["is_empty"] = torch.tensor([not text.strip()])
+        return inputs
+
+    def _forward(self, model_inputs: dict, **generate_kwargs) -> dict:
+        is_empty = model_inputs.pop("is_empty")
+        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        output_ids = self.model.generate(**model_inputs, **generate_kwargs)  # (B * sequences, L)
+        batch_size = model_inputs["input_ids"].shape[0]
+        return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1]), "is_empty": is_empty}
+
+    def postprocess(self, model_outputs: dict) -> list[dict[str, str]]:
+        sequences = model_outputs["output_ids"][0]  # (sequences, L)
+        if bool(model_outputs["is_empty"][0]):
+            return [{"translation_text": ""} for _ in sequences]
+        texts = self.tokenizer.batch_decode(sequences, skip_special_tokens=True)
+        return [{"translation_text": text.strip()} for text in texts]
