@@ -5,6 +5,7 @@ the finished folder once, with the card rendered from `model_card.md`, and leave
 """
 
 import copy
+import json
 import shutil
 from fnmatch import fnmatch
 from pathlib import Path
@@ -23,6 +24,18 @@ def ship_translation_pipeline(model: PreTrainedModel, folder: str | Path) -> Non
     `pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed."""
     shutil.copy(pipeline_vanilla_transformer.__file__, Path(folder) / Path(pipeline_vanilla_transformer.__file__).name)
     model.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
+
+
+def make_tokenizer_config_portable(folder: str | Path) -> None:
+    """Let transformers 4.x load the tokenizer that 5.x saved: 5.x names its class "TokenizersBackend", unknown to
+    4.x, where "PreTrainedTokenizerFast" loads on both (5.x keeps it as an alias); and 4.x's PreTrainedTokenizerFast
+    adds token_type_ids, which the model does not take, unless the config lists the inputs."""
+    path = Path(folder) / "tokenizer_config.json"
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    if settings.get("tokenizer_class") == "TokenizersBackend":
+        settings["tokenizer_class"] = "PreTrainedTokenizerFast"
+    settings["model_input_names"] = ["input_ids", "attention_mask"]
+    path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def hub_files(folder: str | Path) -> list[str]:

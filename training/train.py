@@ -28,7 +28,7 @@ from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForC
 from .arguments import ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
 from .average_checkpoints import last_checkpoints, write_averaged_model
 from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
-from .hub import publish, ship_translation_pipeline
+from .hub import make_tokenizer_config_portable, publish, ship_translation_pipeline
 from .metrics import decode, make_compute_metrics, translation_scores
 from .model_card import render_model_card
 from .recipe import TranslationTrainer
@@ -172,6 +172,7 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
     output_dir = Path(args.output_dir)
     ship_translation_pipeline(trainer.model, output_dir)
     trainer.save_model(str(output_dir))
+    make_tokenizer_config_portable(output_dir)
     config = trainer.model.config.to_diff_dict()
     training = ("max_tokens", "learning_rate", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon")
     vocabulary = "reused" if model_args.model_name_or_path else f"{vocab_args.model_type}, {config['vocab_size']}"

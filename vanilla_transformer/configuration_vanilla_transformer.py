@@ -5,7 +5,9 @@ model. Field names follow BART/Marian so that transformers' generic code (cache 
 the Trainer) finds what it looks for.
 """
 
-from transformers import PreTrainedConfig
+import dataclasses
+
+from transformers import PretrainedConfig  # 4.x's name; 5.x keeps it as an alias of PreTrainedConfig
 
 LAYER_NORM_POSITIONS = ("post", "pre")
 
@@ -20,7 +22,7 @@ BIG_MODEL_OVERRIDES = {
 }
 
 
-class VanillaTransformerConfig(PreTrainedConfig):
+class VanillaTransformerConfig(PretrainedConfig):
     r"""
     Configuration of [`VanillaTransformerModel`] and [`VanillaTransformerForConditionalGeneration`].
 
@@ -87,10 +89,20 @@ class VanillaTransformerConfig(PreTrainedConfig):
     use_cache: bool = True
     is_encoder_decoder: bool = True
 
-    def __post_init__(self, **kwargs):
+    def __post_init__(self, **kwargs):  # transformers 5.x: configs are dataclasses
+        super().__post_init__(**kwargs)
+        self._complete()
+
+    if not dataclasses.is_dataclass(PretrainedConfig):  # transformers 4.x: no dataclass machinery
+
+        def __init__(self, **kwargs):
+            declared = {name: kwargs.pop(name, getattr(type(self), name)) for name in type(self).__annotations__}
+            super().__init__(**declared, **kwargs)  # sets the fields it knows, and the others as attributes
+            self._complete()
+
+    def _complete(self) -> None:
         if self.init_std is None:
             self.init_std = self.d_model**-0.5
-        super().__post_init__(**kwargs)
         self._check_architecture()
 
     def _check_architecture(self) -> None:

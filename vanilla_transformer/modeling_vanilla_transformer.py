@@ -15,13 +15,12 @@ import math
 from collections.abc import Callable
 
 import torch
+import transformers
 from torch import nn
-from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationConfig, GenerationMixin
 from transformers.loss.loss_utils import ForMaskedLMLoss
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -31,10 +30,76 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.utils import can_return_tuple, is_torchdynamo_compiling
-from transformers.utils.generic import merge_with_config_defaults
-from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+# ---------------------------------------------------------------------------------------------------------------
+# transformers 5.x and 4.57: the one place where this file differs between them (the configuration file has the
+# other, for configs that are dataclasses in 5.x only).
+# ---------------------------------------------------------------------------------------------------------------
+
+TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
+
+if TRANSFORMERS_5:
+    from transformers import initialization as init  # initialisers that respect weights already loaded
+    from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+    from transformers.utils.generic import merge_with_config_defaults
+    from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+    def records_outputs(forward: Callable) -> Callable:
+        """Fill use_cache/return_dict from the config; collect hidden states and attentions when asked."""
+        return merge_with_config_defaults(capture_outputs(forward))
+
+    def attention_function(implementation: str) -> Callable:
+        """The attention kernel registered under `implementation` ("eager": this file's own)."""
+        return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+
+    def decoder_self_attention_mask(config, inputs_embeds, attention_mask, self_attention_cache):
+        """Causal + padding mask for the decoder's new positions, after those already in the cache."""
+        return create_causal_mask(
+            config=config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            past_key_values=self_attention_cache,
+        )
+
+else:  # 4.57
+    from torch.nn import init
+    from transformers.masking_utils import create_causal_mask
+    from transformers.modeling_attn_mask_utils import _prepare_4d_attention_mask, _prepare_4d_attention_mask_for_sdpa
+    from transformers.utils.generic import OutputRecorder
+    from transformers.utils.generic import check_model_inputs as records_outputs
+
+    def create_bidirectional_mask(
+        config: VanillaTransformerConfig,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor | None = None,
+    ) -> torch.Tensor | None:
+        """What 5.x's masking_utils.create_bidirectional_mask gives: padding keys hidden from every query."""
+        if attention_mask is None:
+            return None
+        if "flash" in config._attn_implementation:
+            return attention_mask if (attention_mask == 0).any() else None
+        if config._attn_implementation == "sdpa":
+            return _prepare_4d_attention_mask_for_sdpa(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
+        return _prepare_4d_attention_mask(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
+
+    def attention_function(implementation: str) -> Callable:
+        # set_attn_implementation() in 4.57 only switches models whose file contains the text
+        # "ALL_ATTENTION_FUNCTIONS[self.config._attn_implementation]" (this comment has it); the lookup is the same.
+        return eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
+
+    def decoder_self_attention_mask(config, inputs_embeds, attention_mask, self_attention_cache):
+        past_length = self_attention_cache.get_seq_length() if self_attention_cache is not None else 0
+        positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
+        return create_causal_mask(
+            config=config,
+            input_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            cache_position=positions,
+            past_key_values=self_attention_cache,
+        )
 
 # ---------------------------------------------------------------------------------------------------------------
 # §3.5 Positional encoding
@@ -215,9 +280,7 @@ class VanillaTransformerAttention(nn.Module):
                 if is_cross_attention:
                     past_key_values.is_updated[self.layer_idx] = True
 
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
+        attention_interface = attention_function(self.config._attn_implementation)
         output, weights = attention_interface(
             self,
             query,
@@ -374,6 +437,12 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             # An untied pre-softmax projection is an embedding matrix read the other way: same init.
             init.normal_(module.lm_head.weight, mean=0.0, std=self.config.init_std)
 
+    def _tie_weights(self) -> None:
+        # transformers 4.x ties through this hook; 5.x reads _tied_weights_keys ({target: source}) itself.
+        for target, source in (getattr(self, "_tied_weights_keys", None) or {}).items():
+            module_path, _, name = target.rpartition(".")
+            setattr(self.get_submodule(module_path), name, self.get_parameter(source))
+
     def parameter_breakdown(self) -> dict[str, int]:
         """Trainable parameters per component, each shared tensor counted once; the last entry is the total.
 
@@ -433,8 +502,7 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embeddings.embed_tokens = value
 
-    @merge_with_config_defaults
-    @capture_outputs
+    @records_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -477,8 +545,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embeddings.embed_tokens = value
 
-    @merge_with_config_defaults
-    @capture_outputs
+    @records_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -502,11 +569,11 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         # §3.2.3: position i may attend to positions <= i only ("masking out (setting to -inf) all values in the
         # input of the softmax which correspond to illegal connections"). sdpa gets is_causal instead of a tensor
         # when there is no padding to mask.
-        causal_mask = create_causal_mask(
-            config=self.config,
-            inputs_embeds=hidden_states,
-            attention_mask=attention_mask,
-            past_key_values=past_key_values.self_attention_cache if past_key_values is not None else None,
+        causal_mask = decoder_self_attention_mask(
+            self.config,
+            hidden_states,
+            attention_mask,
+            past_key_values.self_attention_cache if past_key_values is not None else None,
         )
         encoder_mask = create_bidirectional_mask(
             config=self.config,

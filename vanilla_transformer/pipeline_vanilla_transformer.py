@@ -1,4 +1,5 @@
-"""`pipeline("translation")` for transformers 5.x, which removed its own (and its text2text parent).
+"""`pipeline("translation")` for transformers 5.x, which removed its own (and its text2text parent); it also runs
+on 4.57, where model folders that carry it load it instead of the built-in one.
 
 Outputs as in transformers 4.x: one string gives `[{"translation_text": ...}]`, a list of strings gives one such
 dict per string (a list of lists with `num_return_sequences` > 1). Generation settings (`num_beams`,
@@ -62,7 +63,9 @@ class TranslationPipeline(Pipeline):
 
     def _forward(self, model_inputs: dict, **generate_kwargs) -> dict:
         is_empty = model_inputs.pop("is_empty")
-        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        if hasattr(self, "_prepare_generate_kwargs"):  # transformers 5.x: the arguments given at init, and defaults
+            generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        # (4.x: generate() falls back on the model's own generation config, as in a direct call.)
         output_ids = self.model.generate(**model_inputs, **generate_kwargs)  # (B * sequences, L)
         batch_size = model_inputs["input_ids"].shape[0]
         return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1]), "is_empty": is_empty}

@@ -1,0 +1,115 @@
+"""What must work on both transformers 5.x and 4.57: `.ci/run` runs this file a second time in a virtualenv with
+transformers 4.57.6, on a folder that training.train wrote with 5.x (VT_TRAINED_FOLDER).
+
+Load, generate with and without the cache (greedy and beams), remote code, the translation pipeline, and a few
+Seq2SeqTrainer steps.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+)
+
+import vanilla_transformer
+
+from .conftest import PAIRS, tiny_model, word_tokenizer
+
+SOURCES = ["a dog runs", "two men play football"]
+
+
+@pytest.fixture(scope="module")
+def folder(request) -> Path:
+    """A model folder written by training.train: given by .ci/run, else trained here by the smoke config."""
+    if "VT_TRAINED_FOLDER" in os.environ:
+        return Path(os.environ["VT_TRAINED_FOLDER"])
+    return request.getfixturevalue("smoke_run")[0]
+
+
+def translations(model, tokenizer, sentences: list[str], **generate_kwargs) -> list[str]:
+    batch = tokenizer(sentences, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        generated = model.generate(**batch, **generate_kwargs)
+    return [text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)]
+
+
+def test_a_trained_folder_loads_tied_and_generates_the_same_with_and_without_cache(folder):
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert model.lm_head.weight is model.model.encoder.embeddings.embed_tokens.weight
+    assert model.model.decoder.embeddings.embed_tokens.weight is model.model.encoder.embeddings.embed_tokens.weight
+    for settings in ({"num_beams": 1}, {"num_beams": 4, "num_return_sequences": 2}):
+        cached = translations(model, tokenizer, SOURCES, use_cache=True, **settings)
+        uncached = translations(model, tokenizer, SOURCES, use_cache=False, **settings)
+        assert cached == uncached and len(cached) == len(SOURCES) * settings.get("num_return_sequences", 1)
+    assert any(cached), "the smoke model translates into something"
+
+
+def test_the_translation_pipeline_takes_our_model_objects(folder):
+    """4.57's own TranslationPipeline (as with Marian); on 5.x, which has none, this package's."""
+    pipeline_class = getattr(transformers, "TranslationPipeline", vanilla_transformer.TranslationPipeline)
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    translator = pipeline_class(model=model, tokenizer=tokenizer)
+    expected = translations(model, tokenizer, SOURCES[:1])
+    assert translator(SOURCES[0]) == [{"translation_text": expected[0]}]
+
+
+def test_the_folder_translates_as_remote_code_where_the_package_cannot_be_imported(folder, tmp_path):
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    expected = translations(model, AutoTokenizer.from_pretrained(folder), SOURCES)
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        for name in ("vanilla_transformer", "training", "sentencepiece"):
+            sys.modules[name] = None  # any import of these now fails
+        from transformers import AutoModelForSeq2SeqLM, pipeline
+        model = AutoModelForSeq2SeqLM.from_pretrained({str(folder)!r}, trust_remote_code=True)
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        translator = pipeline("translation", model={str(folder)!r}, trust_remote_code=True)
+        print(json.dumps([output["translation_text"] for output in translator({SOURCES!r})]))
+        """
+    )
+    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": ""}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+
+
+def test_seq2seq_trainer_lowers_the_loss_in_a_few_steps(tmp_path):
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer)).train()
+    examples = [dict(tokenizer(source, text_target=target)) for source, target in PAIRS]
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model)  # adds the decoder inputs label smoothing needs
+    args = Seq2SeqTrainingArguments(
+        str(tmp_path),
+        max_steps=30,
+        learning_rate=3e-3,
+        per_device_train_batch_size=8,
+        label_smoothing_factor=0.1,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        remove_unused_columns=False,
+    )
+    trainer = Seq2SeqTrainer(
+        model=model, args=args, train_dataset=examples, data_collator=collator, processing_class=tokenizer
+    )
+    trainer.train()
+    losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
+    assert len(losses) == 30 and losses[-1] < 0.6 * losses[0]
