@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 import torch
-import transformers
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     DataCollatorForSeq2Seq,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
+    pipeline,
 )
 
-import vanilla_transformer
+import vanilla_transformer  # noqa: F401  (registers the model type and, on 5.x, the translation pipeline)
 
 from .conftest import PAIRS, tiny_model, word_tokenizer
 
@@ -57,14 +57,19 @@ def test_a_trained_folder_loads_tied_and_generates_the_same_with_and_without_cac
     assert any(cached), "the smoke model translates into something"
 
 
-def test_the_translation_pipeline_takes_our_model_objects(folder):
-    """4.57's own TranslationPipeline (as with Marian); on 5.x, which has none, this package's."""
-    pipeline_class = getattr(transformers, "TranslationPipeline", vanilla_transformer.TranslationPipeline)
+def test_pipeline_translation_works_with_the_package_and_no_remote_code(folder):
+    """4.57 has its own TranslationPipeline (as for Marian); 5.x has none, and this package's import provides one."""
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    translator = pipeline_class(model=model, tokenizer=tokenizer)
-    expected = translations(model, tokenizer, SOURCES[:1])
-    assert translator(SOURCES[0]) == [{"translation_text": expected[0]}]
+    long_source = " ".join(SOURCES * 4)  # longer than the 20 tokens of 4.x's default max_length
+    expected = translations(model, tokenizer, [SOURCES[0], long_source])
+    for translator in (
+        pipeline("translation", model=str(folder)),
+        pipeline("translation", model=model, tokenizer=tokenizer),
+    ):
+        assert not type(translator).__module__.startswith("transformers_modules")
+        outputs = translator([SOURCES[0], long_source])
+        assert outputs == [{"translation_text": text} for text in expected]
 
 
 def test_the_folder_translates_as_remote_code_where_the_package_cannot_be_imported(folder, tmp_path):

@@ -11,6 +11,10 @@ from transformers import PretrainedConfig  # 4.x's name; 5.x keeps it as an alia
 
 LAYER_NORM_POSITIONS = ("post", "pre")
 
+# True in the installed package, whose import gives transformers a "translation" pipeline; False in the copy of this
+# file that a model folder carries for trust_remote_code.
+INSTALLED_PACKAGE = __name__.startswith("vanilla_transformer.")
+
 # The paper's big model (Table 3, row "big") differs from the base model in these fields only.
 BIG_MODEL_OVERRIDES = {
     "d_model": 1024,
@@ -122,6 +126,18 @@ class VanillaTransformerConfig(PretrainedConfig):
             raise ValueError(
                 f"activation_function={self.activation_function!r} is unknown; use one of {sorted(ACT2FN)}."
             )
+
+    @property
+    def custom_pipelines(self) -> dict:
+        """The pipelines that the model folder ships as code (config.json keeps them all). With this package
+        installed and imported, its own pipelines stand in for them, so `pipeline("translation", model=folder)`
+        needs no trust_remote_code: transformers only asks for it for the tasks listed here."""
+        shipped = self.__dict__.get("custom_pipelines", {})
+        return {} if INSTALLED_PACKAGE else shipped
+
+    @custom_pipelines.setter
+    def custom_pipelines(self, value: dict) -> None:
+        self.__dict__["custom_pipelines"] = value  # where to_dict() finds it, so config.json keeps it
 
     @classmethod
     def big(cls, **kwargs) -> "VanillaTransformerConfig":
