@@ -124,3 +124,10 @@ def test_cli_writes_attention_and_positional_encoding_pictures(smoke_run, tmp_pa
     assert "source: " in printed and parameter_table() in printed
     for picture in (attention, tmp_path / "pe.png"):
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_readmes_attention_by_hand_example_runs(smoke_run):
+    folder, _ = smoke_run
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    snippet = readme.split("**Attention by hand.**")[1].split("```python")[1].split("```")[0]
+    exec(snippet.replace("runs/multi30k_en_de", str(folder)), {})  # raises if the two computations differ

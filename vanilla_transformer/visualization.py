@@ -292,12 +292,8 @@ def plot_positional_curves(d_model: int = 128, length: int = 100, dimensions: tu
     for dim in dimensions:
         kind = "sin" if dim % 2 == 0 else "cos"
         axis.plot(encoding[:, dim].numpy(), label=f"dim {dim} ({kind}, i = {dim // 2})")
-    axis.set_xlabel("position")
-    axis.set_ylabel("PE(pos, dim)")
-    axis.set_title("PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))")
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    return figure
+    title = "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))"
+    return labelled_curves(figure, axis, "position", "PE(pos, dim)", title)
 
 
 def plot_positional_distance(
@@ -309,9 +305,14 @@ def plot_positional_distance(
     for start, style in zip(starts, ("-", "--", ":", "-."), strict=False):
         curve = positional_dot_products(d_model, start, max_distance)
         axis.plot(curve.numpy(), style, label=f"pos = {start}")
-    axis.set_xlabel("distance k")
-    axis.set_ylabel("PE(pos) · PE(pos + k)")
-    axis.set_title("The dot product of two encodings depends on their distance only")
+    title = "The dot product of two encodings depends on their distance only"
+    return labelled_curves(figure, axis, "distance k", "PE(pos) · PE(pos + k)", title)
+
+
+def labelled_curves(figure: Figure, axis, x_label: str, y_label: str, title: str) -> Figure:
+    axis.set_xlabel(x_label)
+    axis.set_ylabel(y_label)
+    axis.set_title(title)
     axis.legend(fontsize=8)
     figure.tight_layout()
     return figure
