@@ -284,7 +284,9 @@ def plot_positional_encoding(d_model: int = 128, length: int = 100) -> Figure:
     return figure
 
 
-def plot_positional_curves(d_model: int = 128, length: int = 100, dimensions: tuple[int, ...] = (4, 5, 6, 7)) -> Figure:
+def plot_positional_curves(
+    d_model: int = 128, length: int = 100, dimensions: tuple[int, ...] = (6, 7, 30, 31)
+) -> Figure:
     """PE(pos, dim) against pos for a few dimensions: sine and cosine waves whose wavelength grows with dim."""
     plt = pyplot()
     encoding = sinusoidal_positional_encoding(torch.arange(length), d_model)  # (length, D)
