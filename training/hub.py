@@ -13,7 +13,7 @@ from pathlib import Path
 from huggingface_hub import HfApi
 from transformers import PreTrainedModel
 
-from vanilla_transformer import CUSTOM_PIPELINES, pipeline_vanilla_transformer
+from vanilla_transformer import pipeline_vanilla_transformer
 
 # Inside a run's output folder but not part of the model: checkpoints, logs, Trainer state.
 NOT_PUBLISHED = ("checkpoint-*", "runs", "averaged", "*.bin", "trainer_state.json", "*.log", ".*")
@@ -22,8 +22,9 @@ NOT_PUBLISHED = ("checkpoint-*", "runs", "averaged", "*.bin", "trainer_state.jso
 def ship_translation_pipeline(model: PreTrainedModel, folder: str | Path) -> None:
     """Put the pipeline code in `folder` and name it in the model's config (written by the next save), so that
     `pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed."""
-    shutil.copy(pipeline_vanilla_transformer.__file__, Path(folder) / Path(pipeline_vanilla_transformer.__file__).name)
-    model.config.custom_pipelines = copy.deepcopy(CUSTOM_PIPELINES)
+    shutil.copy(pipeline_vanilla_transformer.__file__, folder)
+    # A copy: transformers' pipeline() rewrites the entry it reads in place (class names into classes).
+    model.config.custom_pipelines = copy.deepcopy(pipeline_vanilla_transformer.CUSTOM_PIPELINES)
 
 
 def make_tokenizer_config_portable(folder: str | Path) -> None:

@@ -16,7 +16,7 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     sinusoidal_positional_encoding,
 )
-from .pipeline_vanilla_transformer import CUSTOM_PIPELINES, TranslationPipeline
+from .pipeline_vanilla_transformer import TranslationPipeline
 
 AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
 AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
@@ -41,5 +41,4 @@ __all__ = [
     "VanillaTransformerForConditionalGeneration",
     "sinusoidal_positional_encoding",
     "TranslationPipeline",
-    "CUSTOM_PIPELINES",
 ]

@@ -132,8 +132,7 @@ class VanillaTransformerConfig(PretrainedConfig):
         """The pipelines that the model folder ships as code (config.json keeps them all). With this package
         installed and imported, its own pipelines stand in for them, so `pipeline("translation", model=folder)`
         needs no trust_remote_code: transformers only asks for it for the tasks listed here."""
-        shipped = self.__dict__.get("custom_pipelines", {})
-        return {} if INSTALLED_PACKAGE else shipped
+        return {} if INSTALLED_PACKAGE else self.__dict__.get("custom_pipelines", {})
 
     @custom_pipelines.setter
     def custom_pipelines(self, value: dict) -> None:

@@ -238,9 +238,10 @@ def token_font_families() -> list[str]:
     return ["DejaVu Sans", *installed_cjk()[:1]]
 
 
-def draw_heatmap(axis, weights: torch.Tensor, query_tokens: list[str], key_tokens: list[str], title: str) -> None:
+def draw_heatmap(
+    axis, weights: torch.Tensor, query_tokens: list[str], key_tokens: list[str], title: str, families: list[str]
+) -> None:
     axis.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    families = token_font_families()
     axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=7, family=families)
     axis.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7, family=families)
     axis.set_title(title, fontsize=8)
@@ -261,10 +262,12 @@ def plot_attention(maps: AttentionMaps, kind: str = "cross", layers: list[int] |
     width = (heads + 1) * max(2.0, cell * len(keys) + 1.0)
     height = len(layers) * max(2.0, cell * len(queries) + 1.0)
     figure, axes = plt.subplots(len(layers), heads + 1, figsize=(width, height), squeeze=False)
+    families = token_font_families()
     for row, layer in enumerate(layers):
         for head in range(heads):
-            draw_heatmap(axes[row, head], weights[layer, head], queries, keys, f"layer {layer + 1}, head {head + 1}")
-        draw_heatmap(axes[row, heads], weights[layer].mean(0), queries, keys, f"layer {layer + 1}, average")
+            title = f"layer {layer + 1}, head {head + 1}"
+            draw_heatmap(axes[row, head], weights[layer, head], queries, keys, title, families)
+        draw_heatmap(axes[row, heads], weights[layer].mean(0), queries, keys, f"layer {layer + 1}, average", families)
     figure.suptitle(ATTENTION_KINDS[kind])
     figure.tight_layout()
     return figure
