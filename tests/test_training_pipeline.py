@@ -17,7 +17,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSe
 from training.arguments import parse_arguments
 from training.average_checkpoints import last_checkpoints
 from training.average_checkpoints import main as average_main
+from training.curves import curve, plot_curves, read_log_history
 from training.hub import hub_files
+from training.report import run_table
 from training.train import main as train_main
 
 from .conftest import PAIRS, ROOT, SMOKE
@@ -168,6 +170,29 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     assert f"Resuming from {output / f'checkpoint-{killed_at}'}" in log
     state = json.loads((output / "checkpoint-200" / "trainer_state.json").read_text())
     assert state["global_step"] == 200
+    # The wall clock of the log goes on from the checkpoint's instead of starting again at 0.
+    clock = [entry["elapsed_s"] for entry in state["log_history"] if "elapsed_s" in entry]
+    assert len(clock) == len(state["log_history"]) and clock == sorted(clock)
+
+
+def test_loss_curve_against_time_is_drawn_from_the_log(smoke_run, tmp_path):
+    output, report = smoke_run
+    minutes, losses = curve(read_log_history(output), "loss")
+    assert losses == [entry["loss"] for entry in report["summary"]["loss_history"]]
+    assert minutes == sorted(minutes) and minutes[-1] > 0
+    picture = plot_curves([output], tmp_path / "curves.png")
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_tables_every_model_and_split_of_a_finished_run(smoke_run, tmp_path):
+    output, report = smoke_run
+    table = run_table(output)
+    for model, splits in report["results"].items():
+        for split, scores in splits.items():
+            assert f"| {model} | {split} | {scores['bleu']:.2f} | {scores['chrf']:.2f} |" in table
+    assert f"{report['summary']['steps']} steps" in table
+    with pytest.raises(FileNotFoundError, match="results.json"):
+        run_table(tmp_path)
 
 
 def test_two_processes_give_the_loss_of_one_and_only_rank_0_writes(tmp_path):

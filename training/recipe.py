@@ -3,10 +3,11 @@ and evaluation metrics computed on exactly the evaluation set. Adam(0.9, 0.98, 1
 dropout are plain Trainer and model settings (see `arguments.TranslationTrainingArguments`)."""
 
 import copy
+import time
 
 import torch
 from torch.utils.data import DataLoader
-from transformers import Seq2SeqTrainer
+from transformers import Seq2SeqTrainer, TrainerCallback
 
 from .batching import TokenBudgetBatchSampler
 from .schedule import inverse_sqrt_schedule
@@ -31,12 +32,33 @@ def label_smoothed_loss(epsilon: float):
     return loss
 
 
+class StartClock(TrainerCallback):
+    """Starts the trainer's wall clock when training begins, from the time logged in the checkpoint if resumed."""
+
+    def __init__(self, trainer: "TranslationTrainer"):
+        self.trainer = trainer
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        before = [entry["elapsed_s"] for entry in state.log_history if "elapsed_s" in entry]
+        self.trainer.clock = (time.time(), before[-1] if before else 0.0)
+
+
 class TranslationTrainer(Seq2SeqTrainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.clock = (time.time(), 0.0)  # (when this process began training, seconds trained before a resume)
+        self.add_callback(StartClock(self))
         if self.args.label_smoothing_factor > 0 and self.compute_loss_func is None:
             self.compute_loss_func = label_smoothed_loss(self.args.label_smoothing_factor)
             self.label_smoother = None
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Every log entry gets `elapsed_s`, the wall-clock seconds since training began, so that loss and BLEU can
+        be drawn against time (the Trainer's entries carry only the step). A resumed run goes on from the clock of
+        its checkpoint."""
+        started, offset = self.clock
+        logs["elapsed_s"] = round(offset + time.time() - started, 1)
+        super().log(logs, start_time)
 
     def get_train_dataloader(self) -> DataLoader:
         """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences."""

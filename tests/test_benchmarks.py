@@ -1,0 +1,47 @@
+"""The Marian comparison benchmark runs, times the same work for both models, and reports every figure."""
+
+import sys
+
+import torch
+
+from .conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import compare_marian  # noqa: E402
+
+MICRO = compare_marian.Shape(d_model=32, layers=1, heads=2, ffn_dim=64, vocab_size=100)
+
+
+def test_both_models_have_the_same_shape_and_generate_the_same_number_of_tokens():
+    models = compare_marian.build_models(MICRO)
+    ours, marian = models["ours"], models["Marian"]
+    # Marian also holds two fixed sinusoidal tables (not trained); its final_logits_bias is a buffer.
+    assert ours.num_parameters(only_trainable=True) == marian.num_parameters(only_trainable=True)
+    batch = compare_marian.random_batch(MICRO, 3, 8, seed=0)
+    assert (batch["attention_mask"] == 0).any() and (batch["labels"] == -100).any()
+    for model in models.values():
+        for beams in (1, 4):
+            output = compare_marian.generate_step(model.eval(), batch, beams, new_tokens=5)()
+            assert output.shape == (3, 1 + 5)  # the start token + exactly 5 new ones, end-of-sentence suppressed
+
+
+def test_synthetic_comparison_reports_every_metric_with_ratios():
+    table = compare_marian.compare(MICRO, "fp32", rounds=1, train_batch=(4, 8), new_tokens=4, attn="sdpa")
+    for metric in compare_marian.GOALS:
+        ours, marian, ratio = table[metric]
+        assert ours > 0 and marian > 0
+        torch.testing.assert_close(ratio, ours / marian)  # one round: the median ratio is the ratio
+    ours_memory, marian_memory, _ = table["training memory MB"]
+    assert 0 < ours_memory and 0 < marian_memory
+    assert table["ours: cached / uncached greedy b1"][0] > 0
+
+
+def test_real_data_mode_counts_padding_and_token_batches_pad_less(capsys):
+    results = compare_marian.real_data_paths(str(ROOT / "examples/tiny"), steps=7, max_tokens=512, vocab_size=120)
+    ours, marian = results.values()
+    assert ours["pairs per batch"] == marian["pairs per batch"]
+    assert 0 <= ours["padding %"] < marian["padding %"] < 100
+    assert ours["tokens/s"] > 0 and marian["tokens/s"] > 0
+    compare_marian.print_real_data(results, 7)
+    assert "ours / Marian end to end" in capsys.readouterr().out

@@ -1,0 +1,56 @@
+"""The results tables of finished runs as markdown, read from their results.json (what README and model_card.md show).
+
+python -m training.report runs/multi30k_en_de runs/tatoeba_en_zh runs/tatoeba_zh_en
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from .curves import read_log_history
+
+
+def read_report(run_dir: str | Path) -> dict:
+    path = Path(run_dir) / "results.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: is {run_dir} the output folder of a finished training run?")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def run_table(run_dir: str | Path) -> str:
+    """One row per (model, split): the last checkpoint and the averaged one, every evaluated split."""
+    report = read_report(run_dir)
+    summary = report["summary"]
+    lines = [
+        f"**{Path(run_dir).name}**: {summary['steps']} steps ({summary['epochs']} epochs), "
+        f"{summary['wall_time_s'] / 60:.0f} min wall time in all, "
+        f"{summary['train_tokens_per_s']:,} training tokens/s (source + target, no padding)",
+        "",
+        "| model | split | sacreBLEU | chrF | tokenized BLEU |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for model, splits in report["results"].items():
+        for split, scores in splits.items():
+            tokenized = f"{scores['tokenized_bleu']:.2f}" if "tokenized_bleu" in scores else "–"
+            lines.append(f"| {model} | {split} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {tokenized} |")
+    evaluations = [entry for entry in read_log_history(run_dir) if "eval_bleu" in entry]
+    if evaluations:
+        curve = ", ".join(
+            f"{e['eval_bleu']:.2f} (step {e['step']}, {e['elapsed_s'] / 60:.0f} min)" for e in evaluations
+        )
+        lines += ["", f"Validation sacreBLEU during training: {curve}"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dirs", nargs="+", help="Output folders of finished training.train runs.")
+    args = parser.parse_args(argv)
+    try:
+        print("\n\n".join(run_table(run_dir) for run_dir in args.run_dirs))
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+if __name__ == "__main__":
+    main()
