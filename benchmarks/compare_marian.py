@@ -16,7 +16,7 @@ label smoother, the setup of transformers' translation example; both with the sa
 the same model shape and batches of the same mean number of sentence pairs.
 
 Marian is configured as the paper's model: relu, scale_embedding, shared and tied embeddings, post-LN, the same
-attention implementation. It keeps its own differences: a learned-free sinusoidal table of fixed length, a
+attention implementation. It keeps its own differences: a fixed sinusoidal table of fixed length (not trained), a
 final_logits_bias, and its own generate() defaults, which are replaced here by one GenerationConfig for both.
 """
 

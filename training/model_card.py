@@ -46,11 +46,16 @@ def model_index(name: str, task_languages: tuple[str, str], dataset: str, result
     return [{"name": name, "results": entries}]
 
 
+def score_cells(scores: dict) -> str:
+    """BLEU | chrF | tokenized BLEU of one split as table cells ("–" where there is no tokenized BLEU, e.g. Chinese)."""
+    tokenized = f"{scores['tokenized_bleu']:.2f}" if "tokenized_bleu" in scores else "–"
+    return f"{scores['bleu']:.2f} | {scores['chrf']:.2f} | {tokenized}"
+
+
 def results_table(results: dict[str, dict]) -> str:
     rows = ["| split | BLEU | chrF | tokenized BLEU |", "|---|---|---|---|"]
     for split, scores in results.items():
-        tokenized = f"{scores['tokenized_bleu']:.2f}" if "tokenized_bleu" in scores else "–"
-        rows.append(f"| {split} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {tokenized} |")
+        rows.append(f"| {split} | {score_cells(scores)} |")
     return "\n".join(rows)
 
 

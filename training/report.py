@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from .curves import read_log_history
+from .model_card import score_cells
 
 
 def read_report(run_dir: str | Path) -> dict:
@@ -31,8 +32,7 @@ def run_table(run_dir: str | Path) -> str:
     ]
     for model, splits in report["results"].items():
         for split, scores in splits.items():
-            tokenized = f"{scores['tokenized_bleu']:.2f}" if "tokenized_bleu" in scores else "–"
-            lines.append(f"| {model} | {split} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {tokenized} |")
+            lines.append(f"| {model} | {split} | {score_cells(scores)} |")
     evaluations = [entry for entry in read_log_history(run_dir) if "eval_bleu" in entry]
     if evaluations:
         curve = ", ".join(
