@@ -183,15 +183,18 @@ def generate_step(model: PreTrainedModel, batch: dict, num_beams: int, new_token
     return run
 
 
-def measure_once(model, optimizer, batches: dict, dtype: str, new_tokens: int) -> dict[str, float]:
+def measure_once(model, optimizer, batches: dict, dtype: str, new_tokens: int, train_steps: int) -> dict[str, float]:
     """One round for one model: {metric: tokens per second}."""
     figures = {}
     model.train()
     train_batch = batches["train"]
     train_step(model, optimizer, train_batch, dtype)  # warm-up: kernels chosen, Adam state allocated
-    figures["train tokens/s"] = real_tokens(train_batch) / timed(
-        lambda: train_step(model, optimizer, train_batch, dtype)
-    )
+
+    def train_steps_in_a_row() -> None:
+        for _ in range(train_steps):
+            train_step(model, optimizer, train_batch, dtype)
+
+    figures["train tokens/s"] = train_steps * real_tokens(train_batch) / timed(train_steps_in_a_row)
     model.eval()
     with autocast(dtype):
         for batch_size in (1, 16):
@@ -214,7 +217,9 @@ GOALS = {  # issue 4: ours / Marian
 }
 
 
-def compare(shape: Shape, dtype: str, rounds: int, train_batch: tuple[int, int], new_tokens: int, attn: str):
+def compare(
+    shape: Shape, dtype: str, rounds: int, train_batch: tuple[int, int], train_steps: int, new_tokens: int, attn: str
+):
     """Medians per model and median ratios over `rounds` alternating rounds."""
     models = build_models(shape, attn_implementation=attn)
     optimizers = {
@@ -229,7 +234,8 @@ def compare(shape: Shape, dtype: str, rounds: int, train_batch: tuple[int, int],
     for round_index in range(rounds):
         order = list(models) if round_index % 2 == 0 else list(reversed(models))
         for name in order:
-            per_round[name].append(measure_once(models[name], optimizers[name], batches, dtype, new_tokens))
+            figures = measure_once(models[name], optimizers[name], batches, dtype, new_tokens, train_steps)
+            per_round[name].append(figures)
     metrics = list(per_round["ours"][0])
     table = {}
     for metric in metrics:
@@ -380,6 +386,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dtypes", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--train-batch", type=int, nargs=2, default=[64, 32], metavar=("PAIRS", "LENGTH"))
+    parser.add_argument("--train-steps", type=int, default=3, help="Training steps timed together per round.")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--attn", default="sdpa", choices=["eager", "sdpa", "flash_attention_2", "flex_attention"])
     parser.add_argument("--real-data", metavar="MULTI30K_DIR", help="Measure the training path on this corpus.")
@@ -396,7 +403,8 @@ def main(argv: list[str] | None = None) -> None:
     for size in args.sizes:
         for dtype in args.dtypes:
             shape = SIZES[size]
-            table = compare(shape, dtype, args.rounds, tuple(args.train_batch), args.new_tokens, args.attn)
+            batch = tuple(args.train_batch)
+            table = compare(shape, dtype, args.rounds, batch, args.train_steps, args.new_tokens, args.attn)
             print_table(f"{size} {shape}, {dtype}, training batch {args.train_batch[0]} x {args.train_batch[1]}", table)
 
 

@@ -76,6 +76,16 @@ ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ["--config", str(ROOT / "training/configs/smoke.yaml"), "--data_dir", str(ROOT / "examples/tiny")]
 
 
+def translate(folder: Path, sentences: list[str]) -> list[str]:
+    """What a saved folder's model generates for the sentences, with its own generation config."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    generated = model.generate(**tokenizer(sentences, return_tensors="pt", padding=True))
+    return tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> tuple[Path, dict]:
     """The smoke config trained once (~5 s) on examples/tiny: (output folder, report)."""

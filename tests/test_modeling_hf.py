@@ -109,6 +109,17 @@ def test_generate_gives_the_same_sequences_with_and_without_cache(mode):
     assert torch.equal(sequences[True], sequences[False])
 
 
+@pytest.mark.parametrize("mode", ["greedy", "beam"])
+def test_a_static_cache_generates_what_the_dynamic_cache_does(mode):
+    # The static cache is the one torch.compile can capture; generate() hands the decoder a 4D mask with it.
+    model = tiny_model()
+    input_ids, attention_mask, _ = random_batch()
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, **GENERATION_MODES[mode])
+    dynamic = model.generate(**kwargs)
+    static = model.generate(**kwargs, cache_implementation="static")
+    assert torch.equal(static, dynamic)
+
+
 def test_cross_attention_keys_and_values_are_computed_once_per_sequence():
     model = tiny_model()
     input_ids, attention_mask, _ = random_batch()
@@ -205,6 +216,40 @@ def test_gradient_accumulation_equals_one_step_on_the_concatenated_batch(tmp_pat
     Seq2SeqTrainer(model=model, args=args, train_dataset=examples, optimizers=(optimizer, None)).train()
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.detach(), expected[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_label_smoothing_in_the_loss_is_the_papers():
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    labels[0, -2:] = -100
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1)
+    keep = labels != -100
+    log_probs = out.logits[keep].log_softmax(-1)
+    nll = -log_probs.gather(-1, labels[keep].unsqueeze(-1)).mean()
+    torch.testing.assert_close(out.loss, 0.9 * nll + 0.1 * -log_probs.mean())
+
+
+def test_training_skips_the_logits_of_unlabelled_positions_with_the_same_loss_and_gradients():
+    model = tiny_model(dropout=0.0).train()
+    input_ids, attention_mask, labels = random_batch()
+    labels[0, -3:] = -100
+    batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1)
+
+    def loss_and_gradients(**options):
+        model.zero_grad()
+        out = model(**batch, **options)
+        out.loss.backward()
+        return out, {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    skipped, skipped_grads = loss_and_gradients()
+    full, full_grads = loss_and_gradients(skip_logits=False)
+    assert skipped.logits is None and full.logits.shape == (*labels.shape, model.config.vocab_size)
+    torch.testing.assert_close(skipped.loss, full.loss, rtol=0, atol=1e-5)
+    for name, grad in full_grads.items():
+        torch.testing.assert_close(skipped_grads[name], grad, rtol=0, atol=1e-5, msg=name)
+    assert model.eval()(**batch).logits is not None  # evaluation keeps them
+    with pytest.raises(ValueError, match="needs labels"):
+        model(input_ids=input_ids, decoder_input_ids=labels.clamp(min=0), skip_logits=True)
 
 
 def test_trainer_label_smoothing_works_with_minus_100(tmp_path):
@@ -314,7 +359,7 @@ def test_bf16_autocast_on_cpu_gives_finite_loss_and_gradients():
     model = tiny_model().train()
     batch = dict(zip(("input_ids", "attention_mask", "labels"), random_batch(), strict=True))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model(**batch)
+        out = model(**batch, skip_logits=False)
     assert out.logits.dtype == torch.bfloat16
     out.loss.backward()
     assert torch.isfinite(out.loss)

@@ -51,6 +51,16 @@ def test_positional_encoding_is_not_a_saved_parameter_and_survives_loading(tmp_p
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
+def test_the_encoding_rows_kept_between_calls_are_the_formulas_at_every_offset():
+    model = tiny_model()
+    encoding = model.model.decoder.embeddings.embed_positions
+    for start, length in [(0, 3), (5, 1), (0, 600), (599, 2), (10, 4)]:  # the table grows past 256 and 512 rows
+        expected = sinusoidal_positional_encoding(torch.arange(start, start + length), 64)
+        torch.testing.assert_close(encoding(start, length, torch.device("cpu")), expected, rtol=0, atol=0)
+    assert encoding.table.shape == (1024, 64)
+    assert "embed_positions" not in str(list(model.state_dict()))  # kept, but never saved
+
+
 # §3.4 and §5.4 --------------------------------------------------------------------------------------------------
 def test_embeddings_are_scaled_by_sqrt_d_model_and_added_to_the_encoding():
     model = tiny_model()

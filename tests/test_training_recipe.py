@@ -46,6 +46,17 @@ def test_batches_group_similar_lengths_and_epochs_reorder_them():
     assert list(again) == second  # a resumed run sees the same batches in the same order
 
 
+def test_translation_like_lengths_pad_under_five_percent():
+    # Target lengths follow source lengths, as in a parallel corpus: a quarter longer or shorter at most.
+    rng = random.Random(0)
+    source = [rng.randint(5, 40) for _ in range(20000)]
+    target = [max(3, round(s * rng.uniform(0.75, 1.25))) for s in source]
+    sampler = TokenBudgetBatchSampler(source, target, max_tokens=4096, seed=1)
+    real = sum(source) + sum(target)
+    padded = sum(len(b) * (max(source[i] for i in b) + max(target[i] for i in b)) for b in sampler)
+    assert 1 - real / padded < 0.05
+
+
 def test_a_pair_longer_than_the_budget_gets_its_own_batch():
     sampler = TokenBudgetBatchSampler([5, 300, 6], [5, 10, 6], max_tokens=100)
     assert sorted(map(sorted, sampler)) == [[0, 2], [1]]
@@ -100,16 +111,27 @@ def test_chinese_targets_use_the_zh_tokenizer_and_mismatched_lengths_fail():
 
 
 # Label smoothing (§5.4) -------------------------------------------------------------------------------------------
-def test_fused_label_smoothing_equals_the_trainers_label_smoother():
+def test_translation_trainer_loss_is_the_trainers_label_smoothed_loss(tmp_path):
+    from transformers import DataCollatorForSeq2Seq
     from transformers.trainer_pt_utils import LabelSmoother
 
-    from training.recipe import label_smoothed_loss
+    from training.arguments import TranslationTrainingArguments
+    from training.recipe import TranslationTrainer
 
-    generator = torch.Generator().manual_seed(0)
-    logits = torch.randn(3, 5, 11, generator=generator)
-    labels = torch.randint(0, 11, (3, 5), generator=generator)
-    labels[0, 3:] = -100
-    expected = LabelSmoother(epsilon=0.1)({"logits": logits}, labels)
-    torch.testing.assert_close(label_smoothed_loss(0.1)({"logits": logits}, labels), expected)
-    halved = label_smoothed_loss(0.1)({"logits": logits}, labels, num_items_in_batch=2 * int((labels != -100).sum()))
-    torch.testing.assert_close(halved, expected / 2)
+    from .conftest import PAIRS, tiny_model, word_tokenizer
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer), dropout=0.0)
+    batch = DataCollatorForSeq2Seq(tokenizer, model=model)([tokenizer(s, text_target=t) for s, t in PAIRS[:4]])
+    assert (batch["labels"] == -100).any()
+    args = TranslationTrainingArguments(str(tmp_path), label_smoothing_factor=0.1, report_to=[], use_cpu=True)
+    trainer = TranslationTrainer(model=model, args=args)
+
+    with torch.no_grad():
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+    expected = LabelSmoother(epsilon=0.1)({"logits": logits}, batch["labels"])
+    model.train()  # the model now skips the logits of the padding
+    torch.testing.assert_close(trainer.compute_loss(model, dict(batch)), expected, rtol=1e-5, atol=1e-6)
+    count = int((batch["labels"] != -100).sum())
+    halved = trainer.compute_loss(model, dict(batch), num_items_in_batch=2 * count)
+    torch.testing.assert_close(halved, expected / 2, rtol=1e-5, atol=1e-6)

@@ -13,25 +13,6 @@ from .batching import TokenBudgetBatchSampler
 from .schedule import inverse_sqrt_schedule
 
 
-def label_smoothed_loss(epsilon: float):
-    """§5.4 label smoothing, as the Trainer's `compute_loss_func`.
-
-    The Trainer's own LabelSmoother materialises -log_softmax over every logit (a third of a small model's step on
-    a CPU); torch's cross_entropy computes the same (1 - eps) * NLL + eps * mean(-log p) fused. Divided by the
-    Trainer's `num_items_in_batch`, so that gradient accumulation and several processes give one batch's gradient.
-    """
-
-    def loss(outputs, labels: torch.Tensor, num_items_in_batch: torch.Tensor | int | None = None) -> torch.Tensor:
-        logits = outputs["logits"]
-        total = torch.nn.functional.cross_entropy(
-            logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100, label_smoothing=epsilon, reduction="sum"
-        )
-        count = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
-        return total / count
-
-    return loss
-
-
 class StartClock(TrainerCallback):
     """Starts the trainer's wall clock when training begins, from the time logged in the checkpoint if resumed."""
 
@@ -48,9 +29,16 @@ class TranslationTrainer(Seq2SeqTrainer):
         super().__init__(*args, **kwargs)
         self.clock = (time.time(), 0.0)  # (when this process began training, seconds trained before a resume)
         self.add_callback(StartClock(self))
-        if self.args.label_smoothing_factor > 0 and self.compute_loss_func is None:
-            self.compute_loss_func = label_smoothed_loss(self.args.label_smoothing_factor)
-            self.label_smoother = None
+        # §5.4 label smoothing is computed by the model (see compute_loss), not by the Trainer's LabelSmoother.
+        self.label_smoother = None
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """The model's own label-smoothed loss: with the labels in hand, a training model applies the pre-softmax
+        projection to the labelled positions only (no logits for padding), and cross_entropy smooths fused.
+        The Trainer's LabelSmoother would instead take the labels away from the model and materialise
+        -log_softmax over every logit of the batch (a third of a small model's step on a CPU)."""
+        inputs = {**inputs, "label_smoothing": self.args.label_smoothing_factor}
+        return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """Every log entry gets `elapsed_s`, the wall-clock seconds since training began, so that loss and BLEU can

@@ -20,7 +20,6 @@ from torch import nn
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationConfig, GenerationMixin
-from transformers.loss.loss_utils import ForMaskedLMLoss
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -122,19 +121,29 @@ def sinusoidal_positional_encoding(positions: torch.Tensor, d_model: int) -> tor
 
 
 class VanillaTransformerSinusoidalPositionalEncoding(nn.Module):
-    """The fixed encoding of §3.5, computed from the positions on every call.
+    """The fixed encoding of §3.5 for positions start, ..., start + length - 1.
 
     It holds no parameter and no buffer: there is nothing to save, nothing that a meta-device or low-memory
     load can leave uninitialised, and no maximum length ("it may allow the model to extrapolate to sequence
-    lengths longer than the ones encountered during training").
+    lengths longer than the ones encountered during training"). The rows computed so far are kept in a plain
+    attribute, doubled whenever a longer sequence comes: generate() asks for one position per step, and computing
+    that row afresh each time (sin, cos, float64) cost more than the rest of the embedding step.
     """
 
     def __init__(self, d_model: int):
         super().__init__()
         self.d_model = d_model
+        self.table: torch.Tensor | None = None  # (L, D), rows 0 .. L-1
 
-    def forward(self, positions: torch.Tensor) -> torch.Tensor:
-        return sinusoidal_positional_encoding(positions, self.d_model)  # (..., D)
+    def forward(self, start: int, length: int, device: torch.device) -> torch.Tensor:
+        if is_torchdynamo_compiling():  # a compiled graph gets the rows it needs, with no Python-side state
+            return sinusoidal_positional_encoding(torch.arange(start, start + length, device=device), self.d_model)
+        start = int(start)  # a static cache reports its length as a tensor
+        end = start + length
+        if self.table is None or self.table.shape[0] < end or self.table.device != torch.device(device):
+            rows = max(256, 1 << (end - 1).bit_length())  # the next power of two
+            self.table = sinusoidal_positional_encoding(torch.arange(rows, device=device), self.d_model)
+        return self.table[start:end]  # (length, D)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -164,9 +173,8 @@ class VanillaTransformerEmbeddings(nn.Module):
         if inputs_embeds is None:
             check_token_ids(input_ids, self.vocab_size)
             inputs_embeds = self.embed_tokens(input_ids)  # (B, L, D)
-        length = inputs_embeds.shape[1]
-        positions = torch.arange(past_length, past_length + length, device=inputs_embeds.device)  # (L,)
-        hidden_states = inputs_embeds * self.embed_scale + self.embed_positions(positions).to(inputs_embeds.dtype)
+        positions = self.embed_positions(past_length, inputs_embeds.shape[1], inputs_embeds.device)  # (L, D)
+        hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
         return self.dropout(hidden_states)  # (B, L, D)
 
 
@@ -181,7 +189,13 @@ def check_token_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
 
 
 def check_attention_mask(attention_mask: torch.Tensor | None, expected_shape: tuple[int, int], name: str) -> None:
-    if attention_mask is not None and tuple(attention_mask.shape) != tuple(expected_shape):
+    """A (batch, length) padding mask must match its tokens. A 4D mask (batch, 1, queries, keys) is already the
+    attention pattern (generate() makes one for a static cache) and goes to the masking functions as it is."""
+    if (
+        attention_mask is not None
+        and attention_mask.dim() != 4
+        and tuple(attention_mask.shape) != tuple(expected_shape)
+    ):
         raise ValueError(
             f"{name} has shape {tuple(attention_mask.shape)}, but the tokens it masks have shape "
             f"{tuple(expected_shape)} (batch, length)."
@@ -597,6 +611,32 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         )
 
 
+def label_smoothed_cross_entropy(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    label_smoothing: float = 0.0,
+    num_items_in_batch: int | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Cross-entropy against the labels, with §5.4's label smoothing: the target distribution is (1 - eps) on the
+    label and eps spread uniformly over the vocabulary. Positions labelled -100 are ignored.
+
+    logits (..., V), labels (...). The sum over labelled positions is divided by `num_items_in_batch` when given
+    (the Trainer's count over the whole accumulated, all-device batch, so that gradient accumulation and data
+    parallelism give the gradient of one big batch), else by the number of labelled positions here.
+    """
+    total = nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(),
+        labels.reshape(-1),
+        ignore_index=-100,
+        label_smoothing=label_smoothing,
+        reduction="sum",
+    )
+    count = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
+    if isinstance(count, torch.Tensor):
+        count = count.to(total.device)
+    return total / count
+
+
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
     """Decoder inputs are the labels moved one step right behind the start token ("output embeddings are offset
     by one position", §3.2.3); the -100 that mark ignored labels become padding."""
@@ -733,6 +773,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
+        label_smoothing: float = 0.0,
+        skip_logits: bool | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         r"""
@@ -741,6 +783,11 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         num_items_in_batch: the number of non-ignored labels in the whole (accumulated, all-device) batch, passed
             by the Trainer: the loss is then sum / num_items_in_batch, so that gradient accumulation and data
             parallelism give the gradient of one big batch. Without it, the loss is the mean over this batch.
+        label_smoothing: §5.4's epsilon for the loss (the paper: 0.1); `training.recipe.TranslationTrainer` passes
+            the Trainer's `label_smoothing_factor` here.
+        skip_logits: return no logits, only the loss. By default (None) this happens when the model is training and
+            has labels: the pre-softmax projection, the largest matrix product of a small model, is then applied
+            to the labelled positions only, and no (batch, length, vocabulary) tensor is made for the padding.
         """
         if labels is not None:
             check_token_ids(labels.masked_fill(labels == -100, 0), self.config.vocab_size)
@@ -760,12 +807,21 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             use_cache=use_cache,
             **kwargs,
         )
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V); softmax is left to the loss / generate()
-
-        loss = None
-        if labels is not None:
-            # Labels are already aligned with the decoder positions, so the un-shifted token-level loss applies.
-            loss = ForMaskedLMLoss(logits, labels, self.config.vocab_size, num_items_in_batch=num_items_in_batch)
+        # Labels are aligned with the decoder positions (the inputs were shifted), so position t predicts labels[t].
+        hidden_states = outputs.last_hidden_state  # (B, T, D)
+        if skip_logits is None:
+            skip_logits = self.training and labels is not None
+        logits = loss = None
+        if skip_logits:
+            if labels is None:
+                raise ValueError("skip_logits=True returns only the loss, which needs labels.")
+            labelled = labels != -100  # (B, T)
+            labelled_logits = self.lm_head(hidden_states[labelled])  # (N, V) for the N labelled positions
+            loss = label_smoothed_cross_entropy(labelled_logits, labels[labelled], label_smoothing, num_items_in_batch)
+        else:
+            logits = self.lm_head(hidden_states)  # (B, T, V); softmax is left to the loss / generate()
+            if labels is not None:
+                loss = label_smoothed_cross_entropy(logits, labels, label_smoothing, num_items_in_batch)
 
         return Seq2SeqLMOutput(
             loss=loss,
