@@ -81,6 +81,20 @@ def test_yaml_config_gives_defaults_and_flags_override_it():
     assert (training.adam_beta2, training.adam_epsilon, training.label_smoothing_factor) == (0.98, 1e-9, 0.1)
 
 
+def test_bf16_is_on_by_default_only_where_the_hardware_computes_it(monkeypatch):
+    import training.arguments
+
+    def bf16_of(*flags: str) -> bool:
+        return parse_arguments([*SMOKE, "--output_dir", "elsewhere", *flags])[-1].bf16
+
+    assert bf16_of() is False  # this CPU (and every CPU: bf16 is emulated there)
+    assert bf16_of("--bf16") is True
+    monkeypatch.setattr(training.arguments, "native_bf16", lambda: True)  # as on an Ampere or later GPU
+    assert bf16_of() is True
+    assert bf16_of("--bf16", "false") is False
+    assert bf16_of("--fp16") is False
+
+
 def test_smoke_run_on_real_multi30k_pairs(tmp_path):
     data = shared_data() / "multi30k"
     flags = ["--data_dir", str(data), "--test_prefixes", "test_2016_flickr", "--max_train_samples", "300"]
