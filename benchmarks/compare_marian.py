@@ -403,8 +403,8 @@ def main(argv: list[str] | None = None) -> None:
     for size in args.sizes:
         for dtype in args.dtypes:
             shape = SIZES[size]
-            batch = tuple(args.train_batch)
-            table = compare(shape, dtype, args.rounds, batch, args.train_steps, args.new_tokens, args.attn)
+            train_batch = tuple(args.train_batch)
+            table = compare(shape, dtype, args.rounds, train_batch, args.train_steps, args.new_tokens, args.attn)
             print_table(f"{size} {shape}, {dtype}, training batch {args.train_batch[0]} x {args.train_batch[1]}", table)
 
 

@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 
@@ -78,8 +79,6 @@ SMOKE = ["--config", str(ROOT / "training/configs/smoke.yaml"), "--data_dir", st
 
 def translate(folder: Path, sentences: list[str]) -> list[str]:
     """What a saved folder's model generates for the sentences, with its own generation config."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     generated = model.generate(**tokenizer(sentences, return_tensors="pt", padding=True))

@@ -140,7 +140,7 @@ class VanillaTransformerSinusoidalPositionalEncoding(nn.Module):
             return sinusoidal_positional_encoding(torch.arange(start, start + length, device=device), self.d_model)
         start = int(start)  # a static cache reports its length as a tensor
         end = start + length
-        if self.table is None or self.table.shape[0] < end or self.table.device != torch.device(device):
+        if self.table is None or self.table.shape[0] < end or self.table.device != device:
             rows = max(256, 1 << (end - 1).bit_length())  # the next power of two
             self.table = sinusoidal_positional_encoding(torch.arange(rows, device=device), self.d_model)
         return self.table[start:end]  # (length, D)
@@ -191,11 +191,9 @@ def check_token_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
 def check_attention_mask(attention_mask: torch.Tensor | None, expected_shape: tuple[int, int], name: str) -> None:
     """A (batch, length) padding mask must match its tokens. A 4D mask (batch, 1, queries, keys) is already the
     attention pattern (generate() makes one for a static cache) and goes to the masking functions as it is."""
-    if (
-        attention_mask is not None
-        and attention_mask.dim() != 4
-        and tuple(attention_mask.shape) != tuple(expected_shape)
-    ):
+    if attention_mask is None or attention_mask.dim() == 4:
+        return
+    if tuple(attention_mask.shape) != tuple(expected_shape):
         raise ValueError(
             f"{name} has shape {tuple(attention_mask.shape)}, but the tokens it masks have shape "
             f"{tuple(expected_shape)} (batch, length)."
