@@ -46,6 +46,17 @@ def test_round_trip_through_auto_config(tmp_path):
         ({"decoder_attention_heads": 7}, "decoder_attention_heads=7"),
         ({"layer_norm_position": "middle"}, "'middle'"),
         ({"activation_function": "swishy"}, "'swishy'"),
+        ({"encoder_layers": -1}, r"encoder_layers=-1: must be a whole number of at least 1"),
+        ({"d_model": 0}, r"d_model=0: must be a whole number"),
+        ({"vocab_size": 0}, r"vocab_size=0: must be a whole number"),
+        ({"decoder_ffn_dim": "2048"}, r"decoder_ffn_dim='2048': must be a whole number"),
+        ({"encoder_attention_heads": 0}, r"encoder_attention_heads=0: must be a whole number"),
+        ({"dropout": 1.5}, r"dropout=1.5: a dropout probability must be a number from 0 to 1"),
+        ({"attention_dropout": -0.1}, r"attention_dropout=-0.1"),
+        ({"activation_dropout": "high"}, r"activation_dropout='high'"),
+        ({"vocab_size": 3}, r"eos_token_id=3 is not a token id of the vocabulary \(vocab_size=3: ids 0 to 2\)"),
+        ({"pad_token_id": 37000}, r"pad_token_id=37000 is not a token id"),
+        ({"eos_token_id": [3, -1]}, r"eos_token_id=-1 is not a token id"),
     ],
 )
 def test_bad_architecture_is_a_value_error_naming_the_value(overrides, named):

@@ -121,3 +121,106 @@ def test_empty_and_over_long_training_pairs_are_dropped_with_a_count(tmp_path, c
     assert "Dropped 1 training pairs longer than 20 source / 256 target tokens" in caplog.text
     assert tokenized["train"].num_rows == 8
     assert tokenized["validation"].num_rows == 1  # evaluation sets stay whole
+
+
+# Text as it really comes: stray line separators, byte-order marks, other encodings, cut-off files ------------------
+
+
+def test_a_carriage_return_or_unicode_separator_inside_a_line_does_not_shift_the_pairs(tmp_path):
+    pairs = [(f"sentence {i}", f"satz {i}") for i in range(40)]
+    pairs[3] = ("a line with a lone \r inside", "eine zeile")
+    pairs[5] = ("a line with \u2028 and \x85 and \x0c", "noch eine")
+    (tmp_path / "train.en").write_bytes("".join(s + "\r\n" for s, _ in pairs).encode())  # Windows line ends
+    (tmp_path / "train.de").write_bytes("".join(t + "\n" for _, t in pairs).encode())
+    args = DataArguments(data_dir=str(tmp_path), validation_prefix=None, split_validation_size=5, split_test_size=5)
+    corpus = load_parallel_corpus(args, seed=0)
+    rows = {row["target"]: row["source"] for split in corpus.values() for row in split}
+    assert rows == {t: s for s, t in pairs}
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_sentence(tmp_path):
+    write_pairs(tmp_path, "train", PAIRS)
+    (tmp_path / "train.en").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "train.en").read_bytes())
+    write_pairs(tmp_path, "val", PAIRS[:2])
+    (tmp_path / "val.en").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "val.en").read_bytes())
+    corpus = load_parallel_corpus(DataArguments(data_dir=str(tmp_path), test_prefixes=["val"]), seed=0)
+    assert corpus["validation"][0]["source"] == PAIRS[0][0]
+    assert PAIRS[0][0] in corpus["train"]["source"]
+
+
+def test_a_changed_file_is_read_again_not_taken_from_the_cache(tmp_path):
+    write_pairs(tmp_path, "train", PAIRS)
+    write_pairs(tmp_path, "test", PAIRS)
+    args = DataArguments(data_dir=str(tmp_path), validation_prefix="test", test_prefixes=["test"])
+    assert load_parallel_corpus(args, seed=0)["train"][0]["source"] == PAIRS[0][0]
+    write_pairs(tmp_path, "train", [("changed", "geändert"), *PAIRS[1:]])
+    assert load_parallel_corpus(args, seed=0)["train"][0]["source"] == "changed"
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"ok\n\xff\xfe broken\n", r"train\.en, line 2: not UTF-8 text \(byte 0xff at byte 1 of the line\)"),
+        ("utf 16\n".encode("utf-16"), r"train\.en: UTF-16 text; convert it to UTF-8"),
+        (b"text\nbinary \x00\x01\x02\n", r"train\.en, line 2: a NUL byte; this is binary data"),
+        (b"", r"train\.de has 8 lines but .*train\.en has 0"),
+    ],
+    ids=["invalid-utf8", "utf16", "binary", "empty"],
+)
+def test_text_that_cannot_be_read_names_the_file_and_line(tmp_path, content, message):
+    write_pairs(tmp_path, "train", PAIRS)
+    (tmp_path / "train.en").write_bytes(content)
+    with pytest.raises(CorpusError, match=message):
+        load_parallel_corpus(DataArguments(data_dir=str(tmp_path), validation_prefix=None), seed=0)
+
+
+def test_empty_files_and_a_cut_off_gzip_file_are_named(tmp_path):
+    write_pairs(tmp_path, "train", [])
+    with pytest.raises(CorpusError, match=r"train\.en and .*train\.de are empty"):
+        load_parallel_corpus(DataArguments(data_dir=str(tmp_path), validation_prefix=None), seed=0)
+    write_pairs(tmp_path, "cut", PAIRS * 50, gz=True)
+    for lang in ("en", "de"):
+        whole = (tmp_path / f"cut.{lang}.gz").read_bytes()
+        (tmp_path / f"cut.{lang}.gz").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(CorpusError, match=r"cut\.(en|de)\.gz: not a complete gzip file"):
+        load_parallel_corpus(DataArguments(data_dir=str(tmp_path), train_prefix="cut", validation_prefix=None), seed=0)
+    for suffix in (".tsv", ".jsonl"):
+        (tmp_path / f"empty{suffix}").write_bytes(b"")
+        with pytest.raises(CorpusError, match=rf"empty{suffix} is empty"):
+            load_parallel_corpus(DataArguments(train_file=str(tmp_path / f"empty{suffix}")), seed=0)
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"translation": {"en": "a", "de": 5}}', r"line 2: a int as its 'de' translation"),
+        ('{"translation": {"en": "a", "de": "b"}', r"line 2: not JSON \(Expecting ',' delimiter at column 39\)"),
+        ('["en", "de"]', r"line 2: no 'translation' object \(found: list\)"),
+        ('{"en": "a", "de": "b"}', r"line 2: no 'translation' object \(found: \['de', 'en'\]\)"),
+    ],
+)
+def test_bad_jsonl_values_name_the_line(tmp_path, line, message):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps({"translation": {"en": "x", "de": "y"}}) + "\n" + line + "\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=message):
+        load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
+
+
+def test_exactly_one_data_source_and_positive_sizes(tmp_path):
+    with pytest.raises(CorpusError, match=r"exactly one of .* \(got none\)"):
+        load_parallel_corpus(DataArguments(), seed=0)
+    with pytest.raises(CorpusError, match=r"got --data_dir d and --train_file t\.tsv"):
+        load_parallel_corpus(DataArguments(data_dir="d", train_file="t.tsv"), seed=0)
+    with pytest.raises(CorpusError, match="--max_source_length 0: must be at least 1"):
+        load_parallel_corpus(DataArguments(data_dir="d", max_source_length=0), seed=0)
+    with pytest.raises(CorpusError, match="--max_train_samples 0: must be at least 1"):
+        load_parallel_corpus(DataArguments(data_dir="d", max_train_samples=0), seed=0)
+
+
+def test_a_length_limit_that_drops_every_pair_is_an_error_not_an_empty_run(tmp_path):
+    write_pairs(tmp_path, "train", PAIRS)
+    write_pairs(tmp_path, "test", PAIRS)
+    args = DataArguments(data_dir=str(tmp_path), validation_prefix="test", test_prefixes=["test"], max_source_length=2)
+    corpus = load_parallel_corpus(args, seed=0)
+    with pytest.raises(CorpusError, match=r"All 8 training pairs are longer than --max_source_length 2 .*has 4 tokens"):
+        tokenize_corpus(corpus, word_tokenizer([s for p in PAIRS for s in p]), args)

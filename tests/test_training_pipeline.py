@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -79,6 +80,36 @@ def test_yaml_config_gives_defaults_and_flags_override_it():
     assert (model.d_model, vocabulary.vocab_size, data.test_prefixes) == (64, 120, ["test"])
     assert (training.max_steps, training.output_dir) == (7, "elsewhere")
     assert (training.adam_beta2, training.adam_epsilon, training.label_smoothing_factor) == (0.98, 1e-9, 0.1)
+
+
+def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
+    data = parse_arguments([*SMOKE[:2], "--train_file", "pairs.tsv", "--output_dir", "elsewhere"])[1]
+    assert (data.train_file, data.data_dir) == ("pairs.tsv", None)  # the config's data_dir gives way
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--preset", "huge"], "--preset 'huge': use 'base' or 'big'"),
+        (["--layers", "-2"], "encoder_layers=-2: must be a whole number of at least 1"),
+        (["--dropout", "1.5"], "dropout=1.5: a dropout probability"),
+        (["--max_tokens", "0"], "--max_tokens 0: must be at least 1"),
+        (["--num_beams", "0"], "--num_beams 0: must be at least 1"),
+        (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),
+    ],
+)
+def test_bad_arguments_end_in_one_line_naming_the_value_before_any_work(flags, message):
+    with pytest.raises(SystemExit, match=re.escape(f"error: {SMOKE[1]} with the command line: {message}")):
+        parse_arguments([*SMOKE, *flags])
+
+
+def test_a_misspelled_config_setting_names_the_file_and_the_setting(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("data_dir: examples/tiny\nmax_tokenz: 512\n", encoding="utf-8")
+    with pytest.raises(
+        SystemExit, match=r"run\.yaml: unknown setting\(s\) 'max_tokenz' \(did you mean 'max_tokens'\?\)"
+    ):
+        parse_arguments(["--config", str(config)])
 
 
 def test_bf16_is_on_by_default_only_where_the_hardware_computes_it(monkeypatch):

@@ -3,6 +3,8 @@
 A YAML file (`--config FILE`) gives the defaults of a run; flags on the command line override it.
 """
 
+import argparse
+import difflib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +13,9 @@ import torch
 import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
-from .data import DataArguments
+from vanilla_transformer import VanillaTransformerConfig
+
+from .data import DATA_SOURCES, DataArguments
 from .tokenizer import VocabularySettings
 
 
@@ -32,6 +36,38 @@ class ModelArguments:
     activation_function: str | None = field(default=None, metadata={"help": "relu (paper), gelu, ..."})
     layer_norm_position: str | None = field(default=None, metadata={"help": "post (paper) or pre."})
     share_embeddings: bool = field(default=True, metadata={"help": "One matrix for both embeddings and the output."})
+
+    def __post_init__(self):
+        if self.preset not in ("base", "big"):
+            raise ValueError(f"--preset {self.preset!r}: use 'base' or 'big'.")
+        self.model_config()  # the configuration checks every value now, before data and vocabulary take minutes
+
+    def config_overrides(self) -> dict:
+        """The configuration fields that these arguments set (both stacks alike)."""
+        overrides = {}
+        for argument, config_fields in CONFIG_FIELDS.items():
+            if getattr(self, argument) is not None:
+                overrides.update(dict.fromkeys(config_fields, getattr(self, argument)))
+        return overrides
+
+    def model_config(self, **fields) -> VanillaTransformerConfig:
+        """The preset's configuration with these arguments' overrides and `fields` (vocabulary, special ids)."""
+        make_config = VanillaTransformerConfig.big if self.preset == "big" else VanillaTransformerConfig
+        tied = {"share_encoder_decoder_embeddings": self.share_embeddings, "tie_word_embeddings": self.share_embeddings}
+        return make_config(**tied, **fields, **self.config_overrides())
+
+
+DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
+# ModelArguments -> VanillaTransformerConfig fields
+CONFIG_FIELDS = {
+    "layers": ("encoder_layers", "decoder_layers"),
+    "attention_heads": ("encoder_attention_heads", "decoder_attention_heads"),
+    "ffn_dim": ("encoder_ffn_dim", "decoder_ffn_dim"),
+    "d_model": ("d_model",),
+    "activation_function": ("activation_function",),
+    "layer_norm_position": ("layer_norm_position",),
+    **{name: (name,) for name in DROPOUTS},
+}
 
 
 @dataclass
@@ -74,6 +110,11 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
 
     def __post_init__(self):
+        for name, least in (("max_tokens", 1), ("num_beams", 1), ("max_length_beyond_source", 0), ("warmup_steps", 0)):
+            if getattr(self, name) < least:
+                raise ValueError(f"--{name} {getattr(self, name)}: must be at least {least}.")
+        if not 0 <= self.label_smoothing_factor < 1:
+            raise ValueError(f"--label_smoothing_factor {self.label_smoothing_factor}: must be in [0, 1).")
         if self.bf16 is None:
             self.bf16 = native_bf16() and not self.fp16
         if not (torch.cuda.is_available() or torch.backends.mps.is_available()):
@@ -92,30 +133,55 @@ def native_bf16() -> bool:
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, VocabularyArguments, TranslationTrainingArguments)
 
 
-def yaml_to_flags(path: str) -> list[str]:
-    """A YAML mapping as command-line flags, so that later flags on the real command line override it."""
+def read_config(path: str) -> dict:
+    """The settings of a YAML config file (null values left out: they keep the argument's default)."""
     try:
         settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise SystemExit(f"Cannot read the config file {path}: {error}") from error
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise SystemExit(f"error: cannot read the config file {path}: {error}") from None
     if not isinstance(settings, dict):
-        raise SystemExit(f"{path}: expected a mapping of argument names to values, got {type(settings).__name__}.")
+        raise SystemExit(
+            f"error: {path}: expected a mapping of argument names to values, got {type(settings).__name__}."
+        )
+    return {name: value for name, value in settings.items() if value is not None}
+
+
+def to_flags(settings: dict) -> list[str]:
+    """Settings as command-line flags, so that later flags on the real command line override them."""
     flags: list[str] = []
     for name, value in settings.items():
-        if value is None:  # null in the file: keep the argument's default
-            continue
         values = value if isinstance(value, list) else [value]
         flags += [f"--{name}", *(str(v) for v in values)]
     return flags
 
 
 def parse_arguments(argv: list[str] | None = None):
-    """(model, data, vocabulary, training) arguments from `--config FILE` and/or flags; flags win."""
+    """(model, data, vocabulary, training) arguments from `--config FILE` and/or flags; flags win. Every value is
+    checked here, before any data is read: a bad one ends the run with one line naming it (and the config file)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser(ARGUMENT_CLASSES, exit_on_error=False)
+    settings, config = {}, None
     if "--config" in argv:
         at = argv.index("--config")
         if at + 1 >= len(argv):
-            raise SystemExit("--config needs a YAML file.")
-        argv = yaml_to_flags(argv[at + 1]) + argv[:at] + argv[at + 2 :]
-    parser = HfArgumentParser(ARGUMENT_CLASSES)
-    return parser.parse_args_into_dataclasses(args=argv)
+            raise SystemExit("error: --config needs a YAML file.")
+        config, argv = argv[at + 1], argv[:at] + argv[at + 2 :]
+        settings = read_config(config)
+        known = {action.dest for action in parser._actions}
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            close = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}
+            hints = ", ".join(
+                f"{name!r}" + (f" (did you mean {close[name][0]!r}?)" if close[name] else "") for name in unknown
+            )
+            raise SystemExit(f"error: {config}: unknown setting(s) {hints}; `vt-train --help` lists them all.")
+    given = {flag.split("=")[0].removeprefix("--") for flag in argv if flag.startswith("--")}
+    if given & set(DATA_SOURCES):  # a data source on the command line replaces the config's, not joins it
+        settings = {name: value for name, value in settings.items() if name not in DATA_SOURCES}
+    try:
+        return parser.parse_args_into_dataclasses(args=to_flags(settings) + argv)
+    except (
+        argparse.ArgumentError,
+        ValueError,
+    ) as error:  # a bad value, or a dataclass (ours, the Trainer's) refused it
+        raise SystemExit(f"error: {f'{config} with the command line: ' if config else ''}{error}") from None

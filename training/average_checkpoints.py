@@ -4,11 +4,13 @@ python -m training.average_checkpoints --run_dir RUN --last 5 --output_dir RUN/a
 python -m training.average_checkpoints --checkpoints RUN/checkpoint-800 RUN/checkpoint-1000 --output_dir OUT
 
 The output folder is the newest checkpoint's model folder (config, generation config, tokenizer, code) with its
-weights replaced by the element-wise mean; it loads with `from_pretrained` like any model folder.
+weights replaced by the element-wise mean; it loads with `from_pretrained` like any model folder. It is written
+under a temporary name and renamed when complete, so a killed or failed run leaves any earlier folder as it was; an
+existing folder is only replaced when it is a model folder (never a run, a checkpoint or a folder holding them).
 """
 
 import argparse
-import re
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,17 +18,21 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-WEIGHTS = "model.safetensors"
+from .checkpoints import WEIGHTS, numbered_checkpoints, why_incomplete
+
 # What a Trainer checkpoint holds besides the model: not part of a model folder.
-TRAINER_STATE = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", "rng_state*", "scaler.pt")
+TRAINER_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", "rng_state*", "scaler.pt")
+
+
+class AveragingError(ValueError):
+    """The checkpoints cannot be averaged, or the output folder cannot be written without losing something."""
 
 
 def last_checkpoints(run_dir: Path, count: int) -> list[Path]:
-    """The `count` newest `checkpoint-STEP` folders of a Trainer run, oldest first."""
-    checkpoints = [p for p in run_dir.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)]
-    checkpoints.sort(key=lambda p: int(p.name.split("-")[1]))
+    """The `count` newest complete `checkpoint-STEP` folders of a Trainer run, oldest first."""
+    checkpoints = [c for c in numbered_checkpoints(run_dir) if why_incomplete(c) is None]
     if not checkpoints:
-        raise SystemExit(f"No checkpoint-STEP folders in {run_dir}.")
+        raise AveragingError(f"No complete checkpoint-STEP folders in {run_dir}.")
     return checkpoints[-count:]
 
 
@@ -36,7 +42,7 @@ def average_weights(checkpoints: Sequence[Path]) -> dict[str, torch.Tensor]:
     for checkpoint in checkpoints:
         weights = load_file(checkpoint / WEIGHTS)
         if total and weights.keys() != total.keys():
-            raise SystemExit(f"{checkpoint / WEIGHTS} holds other tensors than {checkpoints[0] / WEIGHTS}.")
+            raise AveragingError(f"{checkpoint / WEIGHTS} holds other tensors than {checkpoints[0] / WEIGHTS}.")
         for name, tensor in weights.items():
             total[name] = total.get(name, 0) + tensor.double()
     reference = load_file(checkpoints[-1] / WEIGHTS)
@@ -47,13 +53,50 @@ def write_averaged_model(checkpoints: Sequence[Path], output_dir: Path) -> Path:
     """A model folder at `output_dir`: the newest checkpoint's files, with the averaged weights."""
     for checkpoint in checkpoints:
         if not (checkpoint / WEIGHTS).exists():
-            raise SystemExit(f"{checkpoint} has no {WEIGHTS}.")
+            raise AveragingError(f"{checkpoint} has no {WEIGHTS}.")
+    check_replaceable(output_dir, checkpoints)
+    output_dir = output_dir.resolve()  # renames need the real name ("." has none)
     averaged = average_weights(checkpoints)
-    if output_dir.exists():
-        shutil.rmtree(output_dir)
-    shutil.copytree(checkpoints[-1], output_dir, ignore=shutil.ignore_patterns(*TRAINER_STATE, WEIGHTS))
-    save_file(averaged, output_dir / WEIGHTS, metadata={"format": "pt"})
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = output_dir.with_name(f".{output_dir.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)  # left by a killed process that had the same id
+    try:
+        shutil.copytree(checkpoints[-1], partial, ignore=shutil.ignore_patterns(*TRAINER_FILES, WEIGHTS))
+        save_file(averaged, partial / WEIGHTS, metadata={"format": "pt"})
+        replace_folder(partial, output_dir)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return output_dir
+
+
+def check_replaceable(output_dir: Path, checkpoints: Sequence[Path]) -> None:
+    """Refuse an output folder whose replacement would delete anything but an earlier model folder."""
+    target = output_dir.resolve()
+    for checkpoint in checkpoints:
+        if target == checkpoint.resolve() or target in checkpoint.resolve().parents:
+            raise AveragingError(f"--output_dir {output_dir} holds the checkpoint {checkpoint}: choose another folder.")
+    if not target.exists():
+        return
+    entries = sorted(entry.name for entry in target.iterdir()) if target.is_dir() else [target.name]
+    is_model_folder = {"config.json", WEIGHTS} <= set(entries) and not any((target / e).is_dir() for e in entries)
+    if entries and not (is_model_folder and "trainer_state.json" not in entries):
+        shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+        raise AveragingError(
+            f"--output_dir {output_dir} exists and is not a model folder (it holds {shown}): choose a new folder; "
+            "only an earlier averaged model is replaced."
+        )
+
+
+def replace_folder(new: Path, target: Path) -> None:
+    """Put `new` at `target` by renames: at every moment `target` is the old folder or the complete new one."""
+    if not target.exists():
+        os.replace(new, target)
+        return
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(target, old)
+    os.replace(new, target)
+    shutil.rmtree(old)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,8 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--last", type=int, default=5, help="With --run_dir: how many of the newest to average.")
     parser.add_argument("--output_dir", type=Path, required=True)
     args = parser.parse_args(argv)
-    checkpoints = args.checkpoints or last_checkpoints(args.run_dir, args.last)
-    write_averaged_model(checkpoints, args.output_dir)
+    try:
+        checkpoints = args.checkpoints or last_checkpoints(args.run_dir, args.last)
+        write_averaged_model(checkpoints, args.output_dir)
+    except AveragingError as error:
+        raise SystemExit(f"error: {error}") from None
     print(f"Averaged {len(checkpoints)} checkpoints ({', '.join(c.name for c in checkpoints)}) into {args.output_dir}")
 
 

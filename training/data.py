@@ -7,18 +7,21 @@ from the training data with `Dataset.train_test_split` and the run's seed: the s
 Bad data raises `CorpusError` naming the file and line; empty pairs are dropped with a count in the log.
 """
 
+import hashlib
+import itertools
+import json
 import logging
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from datasets import Dataset, DatasetDict, concatenate_datasets, load_dataset
+from datasets import Dataset, DatasetDict, Features, Value, load_dataset
+from datasets.exceptions import DatasetGenerationError
+
+from .text_files import CorpusError, read_lines
 
 logger = logging.getLogger(__name__)
-
-
-class CorpusError(ValueError):
-    """The data cannot be read as a parallel corpus; the message names the file and line."""
 
 
 @dataclass
@@ -57,21 +60,49 @@ class DataArguments:
 
 
 # Readers: one per kind of source, each returning a Dataset with "source" and "target" columns ------------------------
+# Files are read with training.text_files (lines end at "\n" only, errors name the file and line) and handed to
+# `datasets` as a generator: `load_dataset("text" | "json")` would split lines at a lone "\r" as well, and report a
+# bad byte or a bad JSON value without its line.
+
+PAIR_FEATURES = Features({"source": Value("string"), "target": Value("string")})
+
+
+def pairs_dataset(pairs: Callable[..., Iterator[dict]], files: tuple[Path, ...], **options) -> Dataset:
+    """The Dataset of what `pairs(files, **options)` yields, cached by `datasets` under the files' paths, sizes and
+    modification times (a changed file is read again). `files` is a tuple: `datasets` would shard a list."""
+    stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    fingerprint = hashlib.sha256(repr((pairs.__name__, stats, sorted(options.items()))).encode()).hexdigest()[:32]
+    try:
+        return Dataset.from_generator(
+            pairs, features=PAIR_FEATURES, gen_kwargs={"files": files, **options}, fingerprint=fingerprint
+        )
+    except DatasetGenerationError as error:  # datasets wraps what the generator raised
+        if isinstance(error.__cause__, CorpusError):
+            raise error.__cause__ from None
+        raise
 
 
 def read_text_pair(prefix: Path, source_lang: str, target_lang: str) -> Dataset:
     """PREFIX.SRC and PREFIX.TGT (or .gz), one sentence a line, aligned by line number."""
-    files = [_language_file(prefix, lang) for lang in (source_lang, target_lang)]
-    sides = [load_dataset("text", data_files=str(f), split="train") for f in files]
-    if sides[0].num_rows != sides[1].num_rows:
-        short, long = sorted(zip((s.num_rows for s in sides), files, strict=True))
-        raise CorpusError(
-            f"{long[1]} has {long[0]} lines but {short[1]} has {short[0]}: the files must be line-aligned "
-            f"(line {short[0] + 1} of {long[1]} has no counterpart)."
-        )
-    return concatenate_datasets(
-        [sides[0].rename_column("text", "source"), sides[1].rename_column("text", "target")], axis=1
-    )
+    return pairs_dataset(aligned_lines, tuple(_language_file(prefix, lang) for lang in (source_lang, target_lang)))
+
+
+def aligned_lines(files: tuple[Path, Path]) -> Iterator[dict]:
+    source_file, target_file = files
+    sources, targets = read_lines(source_file), read_lines(target_file)
+    count = 0
+    for count, (source, target) in enumerate(itertools.zip_longest(sources, targets), start=1):
+        if source is None or target is None:
+            short, long = (source_file, target_file) if source is None else (target_file, source_file)
+            rest = targets if source is None else sources
+            total = count + sum(1 for _ in rest)
+            raise CorpusError(
+                f"{long} has {total} lines but {short} has {count - 1}: the files must be line-aligned "
+                f"(line {count} of {long} has no counterpart)."
+            )
+        yield {"source": source, "target": target}
+    if count == 0:
+        raise CorpusError(f"{source_file} and {target_file} are empty.")
 
 
 def _language_file(prefix: Path, lang: str) -> Path:
@@ -92,44 +123,55 @@ def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: st
     for lang in (source_lang, target_lang):
         if lang not in languages:
             raise CorpusError(f"{path}: unknown language code {lang!r}; its columns are {languages} (--tsv_languages).")
-    source_column, target_column = languages.index(source_lang), languages.index(target_lang)
+    columns = (languages.index(source_lang), languages.index(target_lang), len(languages))
+    return pairs_dataset(tsv_pairs, (path,), columns=columns)
 
-    def split_line(batch: dict, indices: list[int]) -> dict:
-        sources, targets = [], []
-        for line, index in zip(batch["text"], indices, strict=True):
-            fields = line.lstrip("\ufeff").split("\t")
-            if line.strip() and len(fields) < len(languages):
-                raise CorpusError(f"{path}, line {index + 1}: {len(fields)} column(s), expected {len(languages)}.")
-            sources.append(fields[source_column] if line.strip() else "")
-            targets.append(fields[target_column] if line.strip() else "")
-        return {"source": sources, "target": targets}
 
-    lines = load_dataset("text", data_files=str(path), split="train")
-    return lines.map(split_line, batched=True, with_indices=True, remove_columns=["text"])
+def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int]) -> Iterator[dict]:
+    source_column, target_column, expected = columns
+    count = 0
+    for count, line in enumerate(read_lines(files[0]), start=1):
+        if not line.strip():  # a blank line is an empty pair, dropped later with a count
+            yield {"source": "", "target": ""}
+            continue
+        fields = line.split("\t")
+        if len(fields) < expected:
+            raise CorpusError(f"{files[0]}, line {count}: {len(fields)} column(s), expected {expected}.")
+        yield {"source": fields[source_column], "target": fields[target_column]}
+    if count == 0:
+        raise CorpusError(f"{files[0]} is empty.")
 
 
 def read_jsonl(path: Path, source_lang: str, target_lang: str) -> Dataset:
     """JSON lines in the Hub's translation format: {"translation": {"en": "...", "de": "..."}}."""
-    records = load_dataset("json", data_files=str(path), split="train")
-    if "translation" not in records.column_names:
-        raise CorpusError(f"{path}, line 1: no 'translation' field (fields: {records.column_names}).")
+    return pairs_dataset(jsonl_pairs, (path,), languages=(source_lang, target_lang))
 
-    def select(batch: dict, indices: list[int]) -> dict:
-        for pair, index in zip(batch["translation"], indices, strict=True):
-            for lang in (source_lang, target_lang):
-                if not isinstance(pair, dict) or pair.get(lang) is None:
-                    found = sorted(pair) if isinstance(pair, dict) else pair
-                    raise CorpusError(f"{path}, line {index + 1}: no {lang!r} translation (languages there: {found}).")
-        return {
-            "source": [pair[source_lang] for pair in batch["translation"]],
-            "target": [pair[target_lang] for pair in batch["translation"]],
-        }
 
-    return records.map(select, batched=True, with_indices=True, remove_columns=records.column_names)
+def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
+    count = 0
+    for count, line in enumerate(read_lines(files[0]), start=1):
+        if not line.strip():
+            continue
+        where = f"{files[0]}, line {count}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise CorpusError(f"{where}: not JSON ({error.msg} at column {error.colno}).") from None
+        pair = record.get("translation") if isinstance(record, dict) else None
+        if not isinstance(pair, dict):
+            found = sorted(record) if isinstance(record, dict) else type(record).__name__
+            raise CorpusError(f"{where}: no 'translation' object (found: {found}).")
+        for lang in languages:
+            if not isinstance(pair.get(lang), str):
+                problem = "no" if pair.get(lang) is None else f"a {type(pair[lang]).__name__} as its"
+                raise CorpusError(f"{where}: {problem} {lang!r} translation (languages there: {sorted(pair)}).")
+        yield {"source": pair[languages[0]], "target": pair[languages[1]]}
+    if count == 0:
+        raise CorpusError(f"{files[0]} is empty.")
 
 
 def read_file(path: str, args: DataArguments) -> Dataset:
-    if not os.path.exists(path):
+    if not os.path.isfile(path):
         raise CorpusError(f"{path}: no such file.")
     suffixes = Path(path).suffixes
     if ".tsv" in suffixes:
@@ -171,7 +213,8 @@ def read_hub_dataset(args: DataArguments) -> DatasetDict:
 
 
 def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
-    """Train, validation and test splits of "source"/"target" pairs, from whichever source the arguments name."""
+    """Train, validation and test splits of "source"/"target" pairs, from the one source the arguments name."""
+    check_data_arguments(args)
     if args.dataset_name:
         corpus = read_hub_dataset(args)
     elif args.data_dir:
@@ -187,8 +230,6 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
             corpus["validation"] = read_file(args.validation_file, args)
         for path in args.test_files:
             corpus[split_name_of_test_file(path)] = read_file(path, args)
-    else:
-        raise CorpusError("No data: pass --dataset_name, --data_dir or --train_file.")
 
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")
     corpus = held_out_splits(corpus, args, seed)
@@ -201,6 +242,23 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
             corpus[split] = corpus[split].select(range(min(args.max_eval_samples, corpus[split].num_rows)))
     logger.info("Corpus: %s", {split: dataset.num_rows for split, dataset in corpus.items()})
     return corpus
+
+
+DATA_SOURCES = ("dataset_name", "data_dir", "train_file")
+
+
+def check_data_arguments(args: DataArguments) -> None:
+    """Exactly one source of data, and sizes that can hold a sentence: before any file is read."""
+    given = [f"--{name} {getattr(args, name)}" for name in DATA_SOURCES if getattr(args, name)]
+    if len(given) != 1:
+        found = f"got {' and '.join(given)}" if given else "got none"
+        raise CorpusError(f"Pass exactly one of --dataset_name, --data_dir and --train_file ({found}).")
+    for name in ("max_source_length", "max_target_length", "split_validation_size", "split_test_size"):
+        if getattr(args, name) <= 0:
+            raise CorpusError(f"--{name} {getattr(args, name)}: must be at least 1.")
+    for name in ("max_train_samples", "max_eval_samples"):
+        if getattr(args, name) is not None and getattr(args, name) <= 0:
+            raise CorpusError(f"--{name} {getattr(args, name)}: must be at least 1 (or left out: all pairs).")
 
 
 def split_name_of_test_file(path: str) -> str:
@@ -260,6 +318,13 @@ def tokenize_corpus(corpus: DatasetDict, tokenizer, args: DataArguments) -> Data
         ],
         batched=True,
     )
+    if kept.num_rows == 0:
+        shortest = min(max(len(s), len(t)) for s, t in zip(train["input_ids"], train["labels"], strict=True))
+        raise CorpusError(
+            f"All {train.num_rows} training pairs are longer than --max_source_length {args.max_source_length} / "
+            f"--max_target_length {args.max_target_length} tokens (the shortest has {shortest} tokens on its longer "
+            "side): nothing is left to train on."
+        )
     if kept.num_rows < train.num_rows:
         logger.info(
             "Dropped %d training pairs longer than %d source / %d target tokens",

@@ -15,8 +15,10 @@ from transformers import PreTrainedModel
 
 from vanilla_transformer import pipeline_vanilla_transformer
 
+from .tokenizer import VOCABULARY_RECORD
+
 # Inside a run's output folder but not part of the model: checkpoints, logs, Trainer state.
-NOT_PUBLISHED = ("checkpoint-*", "runs", "averaged", "*.bin", "trainer_state.json", "*.log", ".*")
+NOT_PUBLISHED = ("checkpoint-*", "runs", "averaged", "*.bin", "trainer_state.json", "*.log", ".*", VOCABULARY_RECORD)
 
 
 def ship_translation_pipeline(model: PreTrainedModel, folder: str | Path) -> None:

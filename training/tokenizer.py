@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 # id: piece. Pad first so that zero-filled tensors are padding; the decoder starts from <s> and ends at </s>.
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIAL_IDS = {PAD: 0, UNK: 1, BOS: 2, EOS: 3}
+# Written next to a run's tokenizer.json: the settings and training pairs it was trained on (training.train compares
+# them before reusing it). Run state, not part of the published model.
+VOCABULARY_RECORD = "vocabulary_training.json"
 
 
 @dataclass

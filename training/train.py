@@ -6,6 +6,7 @@ Arguments: `python -m training.train --help` (model, data, vocabulary and all Se
 The same command runs under `torchrun` or `accelerate launch` on several GPUs or machines.
 """
 
+import hashlib
 import json
 import logging
 import math
@@ -21,65 +22,64 @@ from transformers import (
     PreTrainedModel,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
 
-from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
-from .arguments import ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
-from .average_checkpoints import last_checkpoints, write_averaged_model
+from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
+from .average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
+from .checkpoints import newest_complete_checkpoint
 from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
 from .hub import make_tokenizer_config_portable, publish, ship_translation_pipeline
 from .metrics import decode, make_compute_metrics, translation_scores
 from .model_card import render_model_card
 from .recipe import TranslationTrainer
 from .schedule import peak_learning_rate
-from .tokenizer import special_token_ids, train_tokenizer
+from .tokenizer import VOCABULARY_RECORD, special_token_ids, train_tokenizer
 
 logger = logging.getLogger("training.train")
 
 
-def load_or_train_tokenizer(model_args: ModelArguments, vocab_args: VocabularyArguments, corpus, output_dir: Path):
+def load_or_train_tokenizer(
+    model_args: ModelArguments, vocab_args: VocabularyArguments, corpus, output_dir: Path, resuming: bool
+):
+    """The fine-tuned model's vocabulary; else the one already in `output_dir` when it was trained with the same
+    settings on the same pairs (a resumed run, or another process of this one); else a new one."""
     if model_args.model_name_or_path:  # fine-tuning keeps the model's vocabulary
         return AutoTokenizer.from_pretrained(model_args.model_name_or_path)
-    if (output_dir / "tokenizer.json").exists():  # a resumed run keeps the vocabulary it started with
+    train = corpus["train"]
+    record = {"settings": asdict(vocab_args), "training_pairs": train.num_rows, "sha256": pairs_digest(train)}
+    saved = output_dir / VOCABULARY_RECORD
+    earlier = json.loads(saved.read_text(encoding="utf-8")) if saved.exists() else None
+    if earlier == record or (earlier is None and resuming and (output_dir / "tokenizer.json").exists()):
         logger.info("Reusing the vocabulary in %s", output_dir)
         return AutoTokenizer.from_pretrained(output_dir)
-    train = corpus["train"]
+    if earlier is not None and resuming:
+        raise CorpusError(
+            f"{output_dir / 'tokenizer.json'} was trained with {earlier['settings']} on {earlier['training_pairs']} "
+            f"pairs (sha256 {earlier['sha256'][:12]}); this command asks for {record['settings']} on "
+            f"{record['training_pairs']} pairs (sha256 {record['sha256'][:12]}), and the checkpoints in {output_dir} "
+            "belong to the old vocabulary. Use a new --output_dir, or remove the old run to start over."
+        )
     tokenizer = train_tokenizer((s for column in ("source", "target") for s in train[column]), vocab_args)
     tokenizer.save_pretrained(output_dir)
+    saved.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return tokenizer
 
 
+def pairs_digest(pairs) -> str:
+    """sha256 of a dataset's source and target texts, in order."""
+    digest = hashlib.sha256()
+    for batch in pairs.select_columns(["source", "target"]).iter(batch_size=10_000):
+        for source, target in zip(batch["source"], batch["target"], strict=True):
+            digest.update(f"{source}\t{target}\n".encode())
+    return digest.hexdigest()
+
+
 def build_model(model_args: ModelArguments, tokenizer) -> PreTrainedModel:
-    dropouts = {
-        name: getattr(model_args, name)
-        for name in ("dropout", "attention_dropout", "activation_dropout")
-        if getattr(model_args, name) is not None
-    }
-    if model_args.model_name_or_path:
+    if model_args.model_name_or_path:  # a trained model keeps its architecture; only dropout can change
+        dropouts = {k: v for k, v in model_args.config_overrides().items() if k in DROPOUTS}
         return AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path, **dropouts)
-    both_stacks = {
-        "layers": ("encoder_layers", "decoder_layers"),
-        "attention_heads": ("encoder_attention_heads", "decoder_attention_heads"),
-        "ffn_dim": ("encoder_ffn_dim", "decoder_ffn_dim"),
-        "d_model": ("d_model",),
-        "activation_function": ("activation_function",),
-        "layer_norm_position": ("layer_norm_position",),
-    }
-    overrides = dict(dropouts)
-    for argument, config_fields in both_stacks.items():
-        if getattr(model_args, argument) is not None:
-            overrides.update(dict.fromkeys(config_fields, getattr(model_args, argument)))
-    if model_args.preset not in ("base", "big"):
-        raise SystemExit(f"--preset {model_args.preset!r}: use 'base' or 'big'.")
-    make_config = VanillaTransformerConfig.big if model_args.preset == "big" else VanillaTransformerConfig
-    config = make_config(
-        vocab_size=len(tokenizer),
-        share_encoder_decoder_embeddings=model_args.share_embeddings,
-        tie_word_embeddings=model_args.share_embeddings,
-        **special_token_ids(tokenizer),
-        **overrides,
-    )
+    config = model_args.model_config(vocab_size=len(tokenizer), **special_token_ids(tokenizer))
     return VanillaTransformerForConditionalGeneration(config)
 
 
@@ -107,22 +107,15 @@ def evaluate_translations(trainer: TranslationTrainer, corpus, tokenized, splits
 
 
 def resume_checkpoint(args: TranslationTrainingArguments) -> str | None:
-    """--resume_from_checkpoint, else the newest checkpoint already in the output folder (a killed run goes on)."""
+    """--resume_from_checkpoint, else the newest complete checkpoint already in the output folder (a killed run goes
+    on; a checkpoint it was writing when killed is passed over)."""
     if args.resume_from_checkpoint:
         return args.resume_from_checkpoint
-    if Path(args.output_dir).is_dir():
-        checkpoint = get_last_checkpoint(args.output_dir)
-        if checkpoint:
-            logger.info("Resuming from %s", checkpoint)
-        return checkpoint
+    checkpoint = newest_complete_checkpoint(Path(args.output_dir))
+    if checkpoint is not None:
+        logger.info("Resuming from %s", checkpoint)
+        return str(checkpoint)
     return None
-
-
-def epochs_done(checkpoint: str | None) -> float:
-    """Epochs already trained when resuming from `checkpoint` (0 for a fresh run)."""
-    if checkpoint is None:
-        return 0.0
-    return json.loads((Path(checkpoint) / "trainer_state.json").read_text())["epoch"] or 0.0
 
 
 def evaluate_last_and_averaged(trainer: TranslationTrainer, args, corpus, tokenized, target_lang: str) -> dict:
@@ -145,16 +138,18 @@ def evaluate_last_and_averaged(trainer: TranslationTrainer, args, corpus, tokeni
     return results
 
 
-def run_summary(trainer: TranslationTrainer, runtime_s: float, epochs_trained: float, tokenized, results, started):
-    """Steps, time, training throughput (real source + target tokens, no padding) and the loss curve."""
+def run_summary(trainer: TranslationTrainer, runtime_s: float, tokenized, results, started: float) -> dict:
+    """Steps, time, training throughput (real source + target tokens, no padding) and the loss curve. A resumed run
+    counts the training time of the processes before it (from the clock its checkpoint logged)."""
     tokens_per_epoch = sum(len(ids) for ids in tokenized["train"]["input_ids"]) + sum(
         len(ids) for ids in tokenized["train"]["labels"]
     )
+    trained_before_s = trainer.clock[1]
     return {
         "steps": trainer.state.global_step,
         "epochs": round(trainer.state.epoch or 0, 2),
-        "wall_time_s": round(time.time() - started, 1),
-        "train_tokens_per_s": round(tokens_per_epoch * epochs_trained / runtime_s),
+        "wall_time_s": round(trained_before_s + time.time() - started, 1),
+        "train_tokens_per_s": round(tokens_per_epoch * (trainer.state.epoch or 0) / (trained_before_s + runtime_s)),
         "best_validation_bleu": max((r["validation"]["bleu"] for r in results.values()), default=math.nan),
         "shipped_model": list(results)[-1],
         "output_dir": trainer.args.output_dir,
@@ -207,11 +202,12 @@ def main(argv: list[str] | None = None) -> dict:
     # The finished folder is published once at the end (training.hub); the Trainer would create the repo at start.
     push_to_hub, args.push_to_hub = args.push_to_hub, False
     started = time.time()
+    checkpoint = resume_checkpoint(args)
 
     with args.main_process_first(desc="data and vocabulary"):
         corpus = load_parallel_corpus(data_args, args.seed)
         output_dir.mkdir(parents=True, exist_ok=True)
-        tokenizer = load_or_train_tokenizer(model_args, vocab_args, corpus, output_dir)
+        tokenizer = load_or_train_tokenizer(model_args, vocab_args, corpus, output_dir, resuming=checkpoint is not None)
         tokenized = tokenize_corpus(corpus, tokenizer, data_args)
 
     model = build_model(model_args, tokenizer)
@@ -229,15 +225,11 @@ def main(argv: list[str] | None = None) -> dict:
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         compute_metrics=make_compute_metrics(tokenizer, data_args.target_lang),
     )
-    checkpoint = resume_checkpoint(args)
-    # Read before training: the Trainer's save_total_limit may delete the checkpoint we resumed from.
-    epochs_before = epochs_done(checkpoint)
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.log_metrics("train", train_result.metrics)
 
     results = evaluate_last_and_averaged(trainer, args, corpus, tokenized, data_args.target_lang)
-    epochs_trained = (trainer.state.epoch or 0) - epochs_before
-    summary = run_summary(trainer, train_result.metrics["train_runtime"], epochs_trained, tokenized, results, started)
+    summary = run_summary(trainer, train_result.metrics["train_runtime"], tokenized, results, started)
     if args.should_save:
         write_model_folder(trainer, arguments, corpus, results, summary)
         if push_to_hub:
@@ -261,7 +253,7 @@ def cli() -> None:
     """The console script: data errors end the run with their message (file and line), not a traceback."""
     try:
         main()
-    except CorpusError as error:
+    except (CorpusError, AveragingError) as error:
         raise SystemExit(f"error: {error}") from None
 
 

@@ -10,6 +10,18 @@ import dataclasses
 from transformers import PretrainedConfig  # 4.x's name; 5.x keeps it as an alias of PreTrainedConfig
 
 LAYER_NORM_POSITIONS = ("post", "pre")
+POSITIVE_INTEGERS = (
+    "vocab_size",
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+)
+PROBABILITIES = ("dropout", "attention_dropout", "activation_dropout")
+SPECIAL_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 # True in the installed package, whose import gives transformers a "translation" pipeline; False in the copy of this
 # file that a model folder carries for trust_remote_code.
@@ -105,21 +117,38 @@ class VanillaTransformerConfig(PretrainedConfig):
             self._complete()
 
     def _complete(self) -> None:
+        self._check_architecture()
         if self.init_std is None:
             self.init_std = self.d_model**-0.5
-        self._check_architecture()
 
     def _check_architecture(self) -> None:
+        """Refuse values that would break the model later, far from their cause, or silently."""
         # Imported here: configuration files must not pull in torch-heavy modules at import time.
         from transformers.activations import ACT2FN
 
+        for name in POSITIVE_INTEGERS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name}={value!r}: must be a whole number of at least 1.")
+        for name in PROBABILITIES:
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
+                raise ValueError(f"{name}={value!r}: a dropout probability must be a number from 0 to 1.")
         for side in ("encoder", "decoder"):
             heads = getattr(self, f"{side}_attention_heads")
-            if heads <= 0 or self.d_model % heads != 0:
+            if self.d_model % heads != 0:
                 raise ValueError(
                     f"d_model={self.d_model} is not divisible by {side}_attention_heads={heads}: "
                     "each head gets d_model / h dimensions (§3.2.2)."
                 )
+        for name in SPECIAL_TOKEN_IDS:
+            value = getattr(self, name)
+            for token_id in value if isinstance(value, list) else [value]:
+                if token_id is not None and not (isinstance(token_id, int) and 0 <= token_id < self.vocab_size):
+                    raise ValueError(
+                        f"{name}={token_id!r} is not a token id of the vocabulary (vocab_size={self.vocab_size}: "
+                        f"ids 0 to {self.vocab_size - 1})."
+                    )
         if self.layer_norm_position not in LAYER_NORM_POSITIONS:
             raise ValueError(f"layer_norm_position={self.layer_norm_position!r} is not one of {LAYER_NORM_POSITIONS}.")
         if self.activation_function not in ACT2FN:

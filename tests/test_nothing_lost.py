@@ -1,0 +1,132 @@
+"""No command deletes what it was not asked to replace, and a run killed at any moment restarts by itself."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+import training.average_checkpoints
+from training.arguments import ModelArguments, VocabularyArguments, parse_arguments
+from training.average_checkpoints import main as average_main
+from training.data import CorpusError, load_parallel_corpus
+from training.train import load_or_train_tokenizer
+
+from .conftest import ROOT, SMOKE
+
+
+def listing(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def run_copy(smoke_run, tmp_path) -> Path:
+    """A copy of the smoke run's folder, free to be damaged."""
+    return Path(shutil.copytree(smoke_run[0], tmp_path / "run"))
+
+
+@pytest.mark.parametrize("target", [".", "checkpoint-80", "checkpoint-80/..", "README.md"])
+def test_averaging_never_deletes_the_run_or_its_checkpoints(run_copy, target, monkeypatch, capsys):
+    before = listing(run_copy)
+    monkeypatch.chdir(run_copy)
+    with pytest.raises(SystemExit) as exit_info:
+        average_main(["--run_dir", str(run_copy), "--last", "2", "--output_dir", target])
+    assert str(exit_info.value).startswith("error: --output_dir ")
+    assert "holds the checkpoint" in str(exit_info.value) or "is not a model folder" in str(exit_info.value)
+    assert listing(run_copy) == before
+
+
+def test_averaging_replaces_an_earlier_averaged_model_and_a_failure_keeps_it(run_copy, monkeypatch):
+    averaged = run_copy / "averaged"
+    assert (averaged / "model.safetensors").exists()
+    average_main(["--run_dir", str(run_copy), "--last", "3", "--output_dir", str(averaged)])
+    three = load_file(averaged / "model.safetensors")
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(training.average_checkpoints, "save_file", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        average_main(["--run_dir", str(run_copy), "--last", "2", "--output_dir", str(averaged)])
+    assert load_file(averaged / "model.safetensors").keys() == three.keys()
+    for name, tensor in load_file(averaged / "model.safetensors").items():
+        assert tensor.equal(three[name])
+    assert [p.name for p in run_copy.iterdir() if p.name.startswith(".averaged")] == []  # no partial folder left
+
+
+def run(command: list[str], **environment: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **environment}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+# Trainer._save_checkpoint writes the model, then the optimizer and scheduler, then trainer_state.json: dying in
+# between leaves a checkpoint folder with weights and no state, as a kill -9 or a full disk does.
+DIE_WHILE_SAVING = """
+import os, signal, sys
+from transformers import Trainer
+from training.train import cli
+
+save_optimizer = Trainer._save_optimizer_and_scheduler
+
+def save_then_die(self, output_dir):
+    if self.state.global_step == int(os.environ["DIE_AT_STEP"]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    save_optimizer(self, output_dir)
+
+Trainer._save_optimizer_and_scheduler = save_then_die
+sys.argv = ["train", *sys.argv[1:]]
+cli()
+"""
+
+
+def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_one(tmp_path):
+    output = tmp_path / "run"
+    arguments = [*SMOKE, "--output_dir", str(output), "--max_steps", "40", "--save_steps", "10"]
+    arguments += ["--average_checkpoints", "2", "--max_eval_samples", "2"]
+    killed = run([sys.executable, "-c", DIE_WHILE_SAVING, *arguments], DIE_AT_STEP="30")
+    assert killed.returncode == -9, killed.stdout[-2000:] + killed.stderr[-2000:]
+    assert (output / "checkpoint-30" / "model.safetensors").exists()
+    assert not (output / "checkpoint-30" / "trainer_state.json").exists()
+
+    resumed = run([sys.executable, "-m", "training.train", *arguments])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "checkpoint-30 is incomplete (no trainer_state.json)" in resumed.stderr
+    assert f"Resuming from {output / 'checkpoint-20'}" in resumed.stderr
+    state = json.loads((output / "checkpoint-40" / "trainer_state.json").read_text())
+    assert state["global_step"] == 40
+    assert (output / "checkpoint-30" / "trainer_state.json").exists()  # written again by the resumed run
+    results = json.loads((output / "results.json").read_text())
+    assert results["summary"]["steps"] == 40 and "averaged (last 2)" in results["results"]
+
+    # Once more: nothing is left to train, and the summary still counts the time and tokens of the whole run.
+    again = run([sys.executable, "-m", "training.train", *arguments])
+    assert again.returncode == 0, again.stderr[-3000:]
+    summary = json.loads((output / "results.json").read_text())["summary"]
+    trained_s = max(entry["elapsed_s"] for entry in state["log_history"])
+    assert summary["steps"] == 40 and summary["wall_time_s"] >= trained_s
+    assert summary["train_tokens_per_s"] == pytest.approx(results["summary"]["train_tokens_per_s"], rel=0.5)
+
+
+def test_a_vocabulary_left_in_the_output_folder_is_reused_only_for_the_same_settings_and_data(run_copy, tmp_path):
+    changed = run(
+        [sys.executable, "-m", "training.train", *SMOKE, "--output_dir", str(run_copy), "--vocab_size", "100"]
+    )
+    assert changed.returncode == 1
+    assert "tokenizer.json was trained with" in changed.stderr and "'vocab_size': 120" in changed.stderr
+    assert "'vocab_size': 100" in changed.stderr and "Traceback" not in changed.stderr
+
+    # Without checkpoints to resume, the old vocabulary belongs to nothing: a new one is trained.
+    settings = VocabularyArguments(vocab_size=100)
+    corpus = load_parallel_corpus(parse_arguments([*SMOKE, "--output_dir", "x"])[1], seed=1)
+    fresh = Path(shutil.copytree(run_copy, tmp_path / "fresh", ignore=shutil.ignore_patterns("checkpoint-*")))
+    tokenizer = load_or_train_tokenizer(ModelArguments(), settings, corpus, fresh, resuming=False)
+    assert len(tokenizer) == 100
+    assert len(load_or_train_tokenizer(ModelArguments(), settings, corpus, fresh, resuming=True)) == 100  # reused
+    other_data = corpus.copy()
+    other_data["train"] = corpus["train"].select(range(50))
+    with pytest.raises(CorpusError, match="on 130 pairs .* this command asks for .* on 50 pairs"):
+        load_or_train_tokenizer(ModelArguments(), settings, other_data, fresh, resuming=True)
