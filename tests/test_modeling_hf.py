@@ -376,7 +376,7 @@ def test_token_ids_outside_the_vocabulary_are_a_value_error_naming_the_id(where,
     if where == "decoder_input_ids":
         inputs["decoder_input_ids"] = shift_tokens_right(labels, 0, 2)
     inputs[where][0, 1] = bad_id
-    with pytest.raises(ValueError, match=rf"Token id {bad_id} is outside the vocabulary"):
+    with pytest.raises(ValueError, match=rf"Token id {bad_id} in {where} is outside the vocabulary"):
         model(**inputs)
 
 
@@ -387,3 +387,54 @@ def test_attention_mask_of_the_wrong_shape_is_a_value_error_naming_both_shapes()
         model(input_ids=input_ids, attention_mask=attention_mask[:, :5], labels=labels)
     with pytest.raises(ValueError, match=r"decoder_attention_mask has shape \(3, 2\)"):
         model(input_ids=input_ids, labels=labels, decoder_attention_mask=torch.ones(3, 2))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"labels": "labels[:2]"}, r"disagree on the batch size .*input_ids \(3, 7\), labels \(2, 6\)"),
+        ({"decoder_input_ids": "labels[:2]", "labels": "None"}, r"batch size .*decoder_input_ids \(2, 6\)"),
+        ({"decoder_input_ids": "labels[:, :3]"}, r"labels \(3, 6\) and decoder_input_ids \(3, 3\) must have the same"),
+        ({"input_ids": "input_ids[0]", "labels": "labels[0]"}, r"labels has shape \(6,\): expected \(batch, length"),
+        ({"input_ids": "input_ids[0]", "labels": "None", "decoder_input_ids": "labels"}, r"input_ids \(7,\), decoder"),
+        ({"input_ids": "input_ids[:, :0]"}, r"input_ids has shape \(3, 0\): expected \(batch, length\), both at"),
+        ({"input_ids": "input_ids.float()"}, r"input_ids holds torch.float32 values: token ids are integers"),
+    ],
+)
+def test_inputs_whose_shapes_or_types_disagree_are_a_value_error_naming_them(change, message):
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    inputs = {"input_ids": input_ids, "labels": labels}
+    for name, expression in change.items():
+        inputs[name] = eval(expression, {}, {"input_ids": input_ids, "labels": labels})
+    with pytest.raises(ValueError, match=message):
+        model(**inputs)
+
+
+def test_num_beams_below_one_is_a_value_error():
+    input_ids, attention_mask, _ = random_batch()
+    for beams in (0, -1):
+        with pytest.raises(ValueError, match=rf"num_beams={beams}: must be at least 1"):
+            tiny_model().generate(input_ids, attention_mask=attention_mask, num_beams=beams, max_new_tokens=3)
+
+
+def test_ids_of_tokens_added_by_resize_token_embeddings_are_accepted():
+    model = tiny_model()
+    model.resize_token_embeddings(120, mean_resizing=False)
+    new_token = torch.full((1, 3), 110)
+    assert model(input_ids=new_token, labels=new_token).logits.shape == (1, 3, 120)
+    with pytest.raises(ValueError, match=r"Token id 120 in input_ids is outside the vocabulary .*\[0, 119\]"):
+        model(input_ids=torch.full((1, 3), 120), labels=new_token)
+
+
+def test_a_folder_without_a_readable_generation_config_is_never_silently_greedy(tmp_path, caplog):
+    tiny_model().save_pretrained(tmp_path)
+    (tmp_path / "generation_config.json").unlink()
+    with caplog.at_level("WARNING"):
+        loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+    assert "has no generation_config.json: generating with the paper's settings" in caplog.text
+    generation = loaded.generation_config
+    assert (generation.num_beams, generation.length_penalty, generation.max_length_beyond_source) == (4, 0.6, 50)
+    (tmp_path / "generation_config.json").write_text('{"num_beams": 4,', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"generation_config\.json cannot be read \(.*\): repair or delete it"):
+        AutoModelForSeq2SeqLM.from_pretrained(tmp_path)

@@ -40,7 +40,26 @@ def test_outputs_have_the_4x_format_and_are_what_generate_gives(translator):
 
 
 def test_batches_give_the_same_translations_as_one_at_a_time(translator):
-    assert translator(SOURCES, batch_size=3) == translator(SOURCES)
+    assert translator(SOURCES, batch_size=3) == translator(SOURCES, batch_size=1) == translator(SOURCES)
+
+
+def test_lists_are_translated_in_batches_of_32_by_default(translator):
+    batch_sizes = []
+    encoder = translator.model.get_encoder()
+    hook = encoder.register_forward_pre_hook(
+        lambda m, a, k: batch_sizes.append(k["input_ids"].shape[0]), with_kwargs=True
+    )
+    try:
+        translator(SOURCES * 5)  # 40 sentences
+    finally:
+        hook.remove()
+    assert batch_sizes == [32, 8]
+
+
+def test_a_generator_gives_what_a_list_gives_and_an_empty_list_gives_nothing(translator):
+    from_list = translator(SOURCES[:3])
+    assert list(translator(source for source in SOURCES[:3])) == from_list
+    assert translator([]) == []
 
 
 def test_generation_arguments_reach_generate(translator):

@@ -1,8 +1,12 @@
 """The translate CLI: arguments, streamed stdin or files in batches, order kept, empty lines kept."""
 
 import io
+import shutil
 import subprocess
 import sys
+
+import huggingface_hub.constants
+import pytest
 
 from training.translate import batches, main
 
@@ -22,7 +26,7 @@ def test_stdin_is_streamed_in_batches_in_order_with_empty_lines_kept(smoke_run, 
     folder, _ = smoke_run
     main(["--model", str(folder), *SOURCES])
     one_by_one = capsys.readouterr().out.splitlines()
-    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(s + "\n" for s in SOURCES)))
+    monkeypatch.setattr(sys, "stdin", stdin("".join(s + "\n" for s in SOURCES).encode()))
     main(["--model", str(folder), "--batch_size", "2"])
     streamed = capsys.readouterr().out.splitlines()
     assert streamed == one_by_one  # batching (and the padding it brings) changes nothing
@@ -40,5 +44,47 @@ def test_files_in_and_out(smoke_run, tmp_path):
     assert written[0] == translate(folder, SOURCES[:1])[0] and written[0].startswith("Ein Hund")
 
 
-def test_batches_keep_order_and_strip_newlines():
-    assert list(batches(["a\n", "b\r\n", "c"], 2)) == [["a", "b"], ["c"]]
+def test_batches_keep_order():
+    assert list(batches(["a", "b", "c"], 2)) == [["a", "b"], ["c"]]
+
+
+def stdin(data: bytes) -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+
+
+def test_a_carriage_return_inside_a_line_gives_one_translation_per_line(smoke_run, capsys, monkeypatch):
+    folder, _ = smoke_run
+    monkeypatch.setattr(sys, "stdin", stdin(b"A dog sleeps\rin the park.\r\nThe girl sits.\n"))
+    main(["--model", str(folder)])
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_the_input_file_is_never_overwritten(smoke_run, tmp_path, capsys):
+    folder, _ = smoke_run
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    (tmp_path / "link.txt").symlink_to(source)
+    for output in (source, tmp_path / "link.txt"):
+        with pytest.raises(SystemExit):
+            main(["--model", str(folder), "--input", str(source), "--output", str(output)])
+        assert "is the --input file: writing would erase the sentences" in capsys.readouterr().err
+        assert source.read_text(encoding="utf-8") == "\n".join(SOURCES) + "\n"
+
+
+def test_bad_input_ends_in_one_line_naming_it(smoke_run, tmp_path, monkeypatch, capsys):
+    folder, _ = smoke_run
+    monkeypatch.setattr(sys, "stdin", stdin(b"\x89PNG\r\n\x1a\n\x00\x00"))
+    with pytest.raises(SystemExit, match=r"error: standard input, line 1: not UTF-8 text \(byte 0x89"):
+        main(["--model", str(folder)])
+    with pytest.raises(SystemExit, match=r"error: --model .*nowhere: no such folder\.$"):
+        main(["--model", str(tmp_path / "nowhere"), "a dog"])
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # read at import: the variable is too late
+    with pytest.raises(SystemExit, match=r"error: --model runs/nowhere: no such folder here, nor a model on the Hub"):
+        main(["--model", "runs/nowhere", "a dog"])
+    broken = shutil.copytree(folder, tmp_path / "no-tokenizer", ignore=shutil.ignore_patterns("tokenizer.json"))
+    with pytest.raises(SystemExit, match=r"no-tokenizer has no tokenizer\.json \(its vocabulary\)"):
+        main(["--model", str(broken), "a dog"])
+    for flag in ("--batch_size", "--num_beams", "--max_new_tokens"):
+        with pytest.raises(SystemExit):
+            main(["--model", str(folder), flag, "0", "a dog"])
+        assert f"argument {flag}: 0: must be at least 1" in capsys.readouterr().err

@@ -11,7 +11,9 @@ This file imports only torch, transformers and its sibling configuration file: i
 folders and must load with `trust_remote_code=True` where this package is not installed.
 """
 
+import json
 import math
+import os
 from collections.abc import Callable
 
 import torch
@@ -28,9 +30,11 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
-from transformers.utils import can_return_tuple, is_torchdynamo_compiling
+from transformers.utils import can_return_tuple, is_torchdynamo_compiling, logging
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+logger = logging.get_logger(__name__)
 
 # ---------------------------------------------------------------------------------------------------------------
 # transformers 5.x and 4.57: the one place where this file differs between them (the configuration file has the
@@ -154,9 +158,9 @@ class VanillaTransformerSinusoidalPositionalEncoding(nn.Module):
 class VanillaTransformerEmbeddings(nn.Module):
     """Token embedding x sqrt(d_model) (§3.4) + positional encoding (§3.5), then dropout (§5.4)."""
 
-    def __init__(self, config: VanillaTransformerConfig):
+    def __init__(self, config: VanillaTransformerConfig, input_name: str = "input_ids"):
         super().__init__()
-        self.vocab_size = config.vocab_size
+        self.input_name = input_name  # what bad-input errors call the tokens
         self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.embed_positions = VanillaTransformerSinusoidalPositionalEncoding(config.d_model)
@@ -171,21 +175,34 @@ class VanillaTransformerEmbeddings(nn.Module):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids and inputs_embeds.")
         if inputs_embeds is None:
-            check_token_ids(input_ids, self.vocab_size)
+            check_token_ids(input_ids, self.embed_tokens.num_embeddings, self.input_name)  # resizing changes it
             inputs_embeds = self.embed_tokens(input_ids)  # (B, L, D)
         positions = self.embed_positions(past_length, inputs_embeds.shape[1], inputs_embeds.device)  # (L, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
         return self.dropout(hidden_states)  # (B, L, D)
 
 
-def check_token_ids(input_ids: torch.Tensor, vocab_size: int) -> None:
-    """Raise a ValueError naming the offending id, instead of an index error deep inside torch."""
-    if is_torchdynamo_compiling() or input_ids.numel() == 0:
+def check_token_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
+    """Raise a ValueError naming the problem (shape, type or the offending id), instead of an error deep inside
+    torch."""
+    if is_torchdynamo_compiling():
         return
+    if input_ids.dim() != 2 or 0 in input_ids.shape:
+        raise ValueError(f"{name} has shape {tuple(input_ids.shape)}: expected (batch, length), both at least 1.")
+    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+        raise ValueError(f"{name} holds {input_ids.dtype} values: token ids are integers (torch.long).")
     low, high = torch.aminmax(input_ids)
     if low < 0 or high >= vocab_size:
         bad = int(low) if low < 0 else int(high)
-        raise ValueError(f"Token id {bad} is outside the vocabulary (ids must be in [0, {vocab_size - 1}]).")
+        raise ValueError(f"Token id {bad} in {name} is outside the vocabulary (ids must be in [0, {vocab_size - 1}]).")
+
+
+def check_batch_sizes(**inputs: torch.Tensor | None) -> None:
+    """The inputs of one call describe the same sentences: their first dimensions must agree."""
+    shapes = {name: tuple(tensor.shape) for name, tensor in inputs.items() if tensor is not None}
+    if len({shape[0] for shape in shapes.values()}) > 1:
+        listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ValueError(f"The inputs disagree on the batch size (the first dimension): {listed}.")
 
 
 def check_attention_mask(attention_mask: torch.Tensor | None, expected_shape: tuple[int, int], name: str) -> None:
@@ -544,7 +561,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
-        self.embeddings = VanillaTransformerEmbeddings(config)
+        self.embeddings = VanillaTransformerEmbeddings(config, input_name="decoder_input_ids")
         self.layers = nn.ModuleList(
             [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
@@ -635,6 +652,30 @@ def label_smoothed_cross_entropy(
     return total / count
 
 
+# §6.1: "beam search with a beam size of 4 and length penalty alpha = 0.6 ... maximum output length to input length
+# + 50, but terminate early when possible". What training.train saves in every model folder's generation_config.json.
+PAPER_GENERATION = {"num_beams": 4, "length_penalty": 0.6, "max_length_beyond_source": 50, "early_stopping": True}
+
+
+def generation_config_for_folder_without_one(config: VanillaTransformerConfig, folder: str) -> GenerationConfig:
+    """What generate() uses for a model whose folder had no readable generation_config.json: an error for a broken
+    file (transformers' loader falls back to its defaults without a word), the paper's settings for a missing one."""
+    path = os.path.join(folder, "generation_config.json")
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as file:
+                GenerationConfig.from_dict(json.load(file))
+        except (OSError, ValueError, TypeError) as error:
+            raise ValueError(f"{path} cannot be read ({error}): repair or delete it.") from None
+    logger.warning(
+        "%s has no generation_config.json: generating with the paper's settings (beam 4, length penalty 0.6, at most "
+        "source length + 50 tokens) instead of transformers' defaults (greedy, at most 20 tokens).",
+        folder,
+    )
+    special_ids = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+    return GenerationConfig(**PAPER_GENERATION, **{name: getattr(config, name) for name in special_ids})
+
+
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
     """Decoder inputs are the labels moved one step right behind the start token ("output embeddings are offset
     by one position", §3.2.3); the -100 that mark ignored labels become padding."""
@@ -685,6 +726,13 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
                 "Trainer's label smoothing the labels never reach the model: build batches with "
                 "DataCollatorForSeq2Seq(tokenizer, model=model), which adds decoder_input_ids."
             )
+        check_batch_sizes(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            decoder_input_ids=decoder_input_ids,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+        )
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
@@ -742,12 +790,23 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    def adjust_generation_fn(self, generation_config, from_auto_class, from_pipeline, name_or_path, *args, **kwargs):
+        """After `from_pretrained` read the folder's generation config. Where that failed, transformers falls back on
+        its defaults (greedy, at most 20 tokens) without a word: a broken file is an error naming it instead, and a
+        missing one gives the paper's settings (§6.1) with a warning. (transformers 5.x calls this; 4.57 does not.)"""
+        super().adjust_generation_fn(generation_config, from_auto_class, from_pipeline, name_or_path, *args, **kwargs)
+        if generation_config is None and self.generation_config._from_model_config and name_or_path:
+            self.generation_config = generation_config_for_folder_without_one(self.config, str(name_or_path))
+
     def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
         """`GenerationMixin.generate`, plus the paper's output limit (§6.1: "maximum output length to input length
         + 50"): when the generation config has `max_length_beyond_source` and the call sets no length of its own,
         at most (source length + that many) tokens are generated. A length in the arguments always wins.
         """
         config = generation_config if generation_config is not None else self.generation_config
+        beams = kwargs.get("num_beams", config.num_beams)
+        if beams is not None and beams < 1:
+            raise ValueError(f"num_beams={beams}: must be at least 1 (1 is greedy search).")
         beyond = getattr(config, "max_length_beyond_source", None)
         source = inputs if inputs is not None else kwargs.get("input_ids")
         length_given = any(kwargs.get(k) is not None for k in ("max_length", "max_new_tokens"))
@@ -788,7 +847,13 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             to the labelled positions only, and no (batch, length, vocabulary) tensor is made for the padding.
         """
         if labels is not None:
-            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.vocab_size)
+            check_token_ids(labels.masked_fill(labels == -100, 0), self.lm_head.out_features, "labels")
+            check_batch_sizes(input_ids=input_ids, inputs_embeds=inputs_embeds, labels=labels)
+            if decoder_input_ids is not None and decoder_input_ids.shape != labels.shape:
+                raise ValueError(
+                    f"labels {tuple(labels.shape)} and decoder_input_ids {tuple(decoder_input_ids.shape)} must have "
+                    "the same shape: decoder position t predicts labels[t]."
+                )
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)

@@ -10,6 +10,8 @@ This file imports only torch and transformers: model folders written by `trainin
 `pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed.
 """
 
+from collections.abc import Iterable
+
 import torch
 from transformers import Pipeline
 
@@ -23,12 +25,22 @@ CUSTOM_PIPELINES = {
 }
 
 
+DEFAULT_BATCH_SIZE = 32
+
+
 class TranslationPipeline(Pipeline):
     _load_processor = False
     _load_image_processor = False
     _load_feature_extractor = False
     _load_tokenizer = True
     _pipeline_calls_generate = True
+
+    def __init__(self, *args, **kwargs):
+        # Pipeline's default, one sentence at a time, keeps every matrix product tiny: 1,000 Multi30K sentences took
+        # 815 s that way and 61 s in batches of 32 on 2 CPU cores. `batch_size=` at creation or call overrides it.
+        if kwargs.get("batch_size") is None:
+            kwargs["batch_size"] = DEFAULT_BATCH_SIZE
+        super().__init__(*args, **kwargs)
 
     def _sanitize_parameters(self, truncation: bool | None = None, max_source_length: int | None = None, **generate):
         preprocess = {}
@@ -41,12 +53,17 @@ class TranslationPipeline(Pipeline):
             generate.pop(name, None)
         return preprocess, generate, {}
 
-    def __call__(self, inputs: str | list[str], **kwargs):
-        """Translate a string or a list of strings; kwargs: `batch_size`, `truncation`, `max_source_length`, and any
+    def __call__(self, inputs: str | list[str] | Iterable[str], **kwargs):
+        """Translate a string, a list of strings or an iterable of strings (then the results come as a generator);
+        kwargs: `batch_size`, `truncation`, `max_source_length`, and any
         generate() argument (`num_beams`, `max_new_tokens`, `do_sample`, `num_return_sequences`, ...)."""
+        if isinstance(inputs, list) and not inputs:
+            return []
         results = super().__call__(inputs, **kwargs)
         if isinstance(inputs, list) and all(len(result) == 1 for result in results):
             return [result[0] for result in results]  # one translation per string: a flat list, as in 4.x
+        if not isinstance(inputs, (str, list)):  # a generator or dataset: the same shape per item as for a list
+            return (result[0] if len(result) == 1 else result for result in results)
         return results
 
     def preprocess(self, text: str, truncation: bool = False, max_source_length: int | None = None) -> dict:
