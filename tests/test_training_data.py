@@ -193,7 +193,7 @@ def test_empty_files_and_a_cut_off_gzip_file_are_named(tmp_path):
 @pytest.mark.parametrize(
     "line, message",
     [
-        ('{"translation": {"en": "a", "de": 5}}', r"line 2: a int as its 'de' translation"),
+        ('{"translation": {"en": "a", "de": 5}}', r"line 2: the 'de' translation is 5, not a string"),
         ('{"translation": {"en": "a", "de": "b"}', r"line 2: not JSON \(Expecting ',' delimiter at column 39\)"),
         ('["en", "de"]', r"line 2: no 'translation' object \(found: list\)"),
         ('{"en": "a", "de": "b"}', r"line 2: no 'translation' object \(found: \['de', 'en'\]\)"),

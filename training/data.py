@@ -162,9 +162,10 @@ def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
             found = sorted(record) if isinstance(record, dict) else type(record).__name__
             raise CorpusError(f"{where}: no 'translation' object (found: {found}).")
         for lang in languages:
-            if not isinstance(pair.get(lang), str):
-                problem = "no" if pair.get(lang) is None else f"a {type(pair[lang]).__name__} as its"
-                raise CorpusError(f"{where}: {problem} {lang!r} translation (languages there: {sorted(pair)}).")
+            if pair.get(lang) is None:
+                raise CorpusError(f"{where}: no {lang!r} translation (languages there: {sorted(pair)}).")
+            if not isinstance(pair[lang], str):
+                raise CorpusError(f"{where}: the {lang!r} translation is {pair[lang]!r}, not a string.")
         yield {"source": pair[languages[0]], "target": pair[languages[1]]}
     if count == 0:
         raise CorpusError(f"{files[0]} is empty.")

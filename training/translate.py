@@ -99,7 +99,9 @@ def positive_int(text: str) -> int:
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="vt-translate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("texts", nargs="*", help="Sentences to translate (default: read lines from --input or stdin).")
     parser.add_argument("--model", required=True, help="A model folder written by training.train (or a Hub id).")
     parser.add_argument("--input", help="A file of sentences, one a line (default: stdin).")
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
                         sink.write(translation + "\n")
                     sink.flush()
                     progress.update(len(batch))
-    except (CorpusError, ModelFolderError) as error:
+    except (CorpusError, ModelFolderError, OSError) as error:  # OSError: an --output that cannot be written
         raise SystemExit(f"error: {error}") from None
 
 

@@ -1,0 +1,237 @@
+"""docs/reliability.md's table of bad input and what it gets, kept true: each row is run here, and the table in the
+document must be the one these runs produce. `VT_WRITE_RELIABILITY_DOC=1 python -m pytest tests/test_reliability.py`
+rewrites it after a deliberate change of a message."""
+
+import argparse
+import contextlib
+import gzip
+import io
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, pipeline
+
+from training.arguments import parse_arguments
+from training.average_checkpoints import main as average_main
+from training.data import DataArguments, load_parallel_corpus, tokenize_corpus
+from training.translate import main as translate_main
+from training.translate import positive_int
+from vanilla_transformer import VanillaTransformerConfig
+
+from .conftest import PAIRS, ROOT, random_batch, tiny_model, word_tokenizer
+
+DOCUMENT = ROOT / "docs" / "reliability.md"
+TABLE_START, TABLE_END = "<!-- table: tests/test_reliability.py -->", "<!-- end of table -->"
+
+
+def write_pairs(folder: Path, prefix: str, source: bytes, target: bytes, suffix: str = "") -> None:
+    (folder / f"{prefix}.en{suffix}").write_bytes(source)
+    (folder / f"{prefix}.de{suffix}").write_bytes(target)
+
+
+def load(**arguments) -> None:
+    load_parallel_corpus(DataArguments(**{"validation_prefix": None, **arguments}), seed=0)
+
+
+def mismatched_files(d: Path):
+    write_pairs(d, "train", b"a\nb\nc\n", b"a\nb\n")
+    load(data_dir=str(d))
+
+
+def invalid_utf8(d: Path):
+    write_pairs(d, "train", b"ok\n\xe9t\xe9\n", b"ok\nok\n")
+    load(data_dir=str(d))
+
+
+def utf16(d: Path):
+    write_pairs(d, "train", "a\nb\n".encode("utf-16"), b"a\nb\n")
+    load(data_dir=str(d))
+
+
+def binary(d: Path):
+    write_pairs(d, "train", b"a\n\x00\x01\x02\n", b"a\nb\n")
+    load(data_dir=str(d))
+
+
+def cut_off_gzip(d: Path):
+    whole = gzip.compress(b"".join(b"sentence %d\n" % i for i in range(2000)))
+    write_pairs(d, "train", whole[: len(whole) // 2], whole[: len(whole) // 2], suffix=".gz")
+    load(data_dir=str(d))
+
+
+def empty_files(d: Path):
+    write_pairs(d, "train", b"", b"")
+    load(data_dir=str(d))
+
+
+def tsv_without_tab(d: Path):
+    (d / "pairs.tsv").write_text("a dog\tein Hund\nno tab here\n", encoding="utf-8")
+    load(train_file=str(d / "pairs.tsv"))
+
+
+def jsonl_number(d: Path):
+    (d / "pairs.jsonl").write_text('{"translation": {"en": "a", "de": 5}}\n', encoding="utf-8")
+    load(train_file=str(d / "pairs.jsonl"))
+
+
+def jsonl_not_json(d: Path):
+    (d / "pairs.jsonl").write_text('{"translation": {"en": "a"\n', encoding="utf-8")
+    load(train_file=str(d / "pairs.jsonl"))
+
+
+def two_sources(d: Path):
+    load(data_dir="data", train_file="pairs.tsv")
+
+
+def every_pair_too_long(d: Path):
+    for prefix in ("train", "test"):
+        write_pairs(d, prefix, *("".join(p[i] + "\n" for p in PAIRS).encode() for i in (0, 1)))
+    args = DataArguments(data_dir=str(d), validation_prefix="test", test_prefixes=["test"], max_source_length=2)
+    tokenize_corpus(load_parallel_corpus(args, seed=0), word_tokenizer([s for p in PAIRS for s in p]), args)
+
+
+def misspelled_setting(d: Path):
+    (d / "run.yaml").write_text("data_dir: data\nwarmup_step: 400\n", encoding="utf-8")
+    parse_arguments(["--config", str(d / "run.yaml")])
+
+
+def arguments(*flags: str) -> Callable[[Path], None]:
+    return lambda d: parse_arguments(["--data_dir", "data", "--output_dir", str(d), *flags])
+
+
+def config(**fields) -> Callable[[Path], None]:
+    return lambda d: VanillaTransformerConfig(**fields)
+
+
+def model_call(**change: str) -> Callable[[Path], None]:
+    def call(d: Path):
+        input_ids, _, labels = random_batch()
+        names = {"input_ids": input_ids, "labels": labels, "torch": torch}
+        inputs = {"input_ids": input_ids, "labels": labels}
+        inputs.update({name: eval(expression, {}, names) for name, expression in change.items()})
+        tiny_model()(**inputs)
+
+    return call
+
+
+def zero_beams(d: Path):
+    input_ids, attention_mask, _ = random_batch()
+    tiny_model().generate(input_ids, attention_mask=attention_mask, num_beams=0)
+
+
+def broken_generation_config(d: Path):
+    tiny_model().save_pretrained(d / "model")
+    (d / "model" / "generation_config.json").write_text('{"num_beams": 4,', encoding="utf-8")
+    AutoModelForSeq2SeqLM.from_pretrained(d / "model")
+
+
+def non_string(d: Path):
+    tokenizer = word_tokenizer(["a dog"])
+    pipeline("translation", model=tiny_model(vocab_size=len(tokenizer)), tokenizer=tokenizer)(["a dog", 3])
+
+
+def average_into(target: str) -> Callable[[Path, Path], None]:
+    def call(d: Path, run: Path):
+        copy = shutil.copytree(run, d / "run", ignore=shutil.ignore_patterns("*.safetensors", "optimizer.pt"))
+        for checkpoint in copy.glob("checkpoint-*"):
+            shutil.copy(run / checkpoint.name / "model.safetensors", checkpoint)
+        average_main(["--run_dir", str(copy), "--output_dir", str(copy / target)])
+
+    return call
+
+
+def translate_same_file(d: Path, run: Path):
+    (d / "in.txt").write_text("a dog\n", encoding="utf-8")
+    translate_main(["--model", str(run), "--input", str(d / "in.txt"), "--output", str(d / "in.txt")])
+
+
+def translate_no_folder(d: Path, run: Path):
+    translate_main(["--model", str(d / "runs" / "nowhere"), "a dog"])
+
+
+def translate_no_tokenizer(d: Path, run: Path):
+    shutil.copytree(run, d / "model", ignore=shutil.ignore_patterns("tokenizer.json", "checkpoint-*"))
+    translate_main(["--model", str(d / "model"), "a dog"])
+
+
+def translate_binary(d: Path, run: Path):
+    (d / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    translate_main(["--model", str(run), "--input", str(d / "picture.png")])
+
+
+def translate_zero_batch(d: Path, run: Path):
+    positive_int("0")
+
+
+# (where, input, what raises it): the rows of the table, in its order.
+CASES = [
+    ("training data", "`train.en` has 3 lines, `train.de` 2", mismatched_files),
+    ("training data", "a line that is not UTF-8 (Latin-1 `été`)", invalid_utf8),
+    ("training data", "a UTF-16 file", utf16),
+    ("training data", "binary data", binary),
+    ("training data", "a `.gz` file cut off while copying", cut_off_gzip),
+    ("training data", "empty files", empty_files),
+    ("training data", "a TSV line without a tab", tsv_without_tab),
+    ("training data", "a JSONL value that is not a string", jsonl_number),
+    ("training data", "a JSONL line that is not JSON", jsonl_not_json),
+    ("training data", "`--data_dir` and `--train_file` both on the command line", two_sources),
+    ("training data", "`--max_source_length 2`: every pair is longer", every_pair_too_long),
+    ("vt-train", "a misspelled setting in the YAML config", misspelled_setting),
+    ("vt-train", "`--preset huge`", arguments("--preset", "huge")),
+    ("vt-train", "`--max_tokens 0`", arguments("--max_tokens", "0")),
+    ("vt-train", "`--layers -1`", arguments("--layers", "-1")),
+    ("vt-train", "`--max_tokens lots`", arguments("--max_tokens", "lots")),
+    ("configuration", "`dropout=1.5`", config(dropout=1.5)),
+    ("configuration", "`d_model=0`", config(d_model=0)),
+    ("configuration", "`vocab_size=3` (below the special ids)", config(vocab_size=3)),
+    ("configuration", "`decoder_ffn_dim='2048'`", config(decoder_ffn_dim="2048")),
+    ("model", "a token id outside the vocabulary", model_call(input_ids="input_ids + 99")),
+    ("model", "labels for 2 sentences, input_ids for 3", model_call(labels="labels[:2]")),
+    ("model", "labels and decoder_input_ids of other lengths", model_call(decoder_input_ids="labels[:, :3]")),
+    ("model", "float input_ids", model_call(input_ids="input_ids.float()")),
+    ("model", "an empty batch", model_call(input_ids="input_ids[:0]", labels="labels[:0]")),
+    ("model", "`generate(num_beams=0)`", zero_beams),
+    ("model", "a broken `generation_config.json`", broken_generation_config),
+    ("pipeline", "`translator(['a dog', 3])`", non_string),
+    ("vt-average-checkpoints", "`--output_dir RUN` (the run itself)", average_into(".")),
+    ("vt-average-checkpoints", "`--output_dir RUN/checkpoint-80`", average_into("checkpoint-80")),
+    ("vt-translate", "`--output` is the `--input` file", translate_same_file),
+    ("vt-translate", "`--model` names no folder", translate_no_folder),
+    ("vt-translate", "a folder without `tokenizer.json`", translate_no_tokenizer),
+    ("vt-translate", "a binary `--input` file", translate_binary),
+    ("vt-translate", "`--batch_size 0`", translate_zero_batch),
+]
+
+
+def message(case: Callable, folder: Path, run: Path) -> str:
+    """The one line that the case ends in (it must end in an error), with the temporary folder written DIR."""
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            case(folder, run) if case.__code__.co_argcount == 2 else case(folder)
+    except SystemExit as error:  # argparse prints its message and exits with a number
+        text = error.code if isinstance(error.code, str) else stderr.getvalue().strip().splitlines()[-1]
+    except (ValueError, TypeError, argparse.ArgumentTypeError) as error:
+        text = f"{type(error).__name__}: {error}"
+    else:
+        raise AssertionError(f"{case} raised nothing")
+    assert "\n" not in text and "Traceback" not in text
+    return text.replace(str(folder), "DIR").replace(str(run), "RUN").replace("|", "\\|")
+
+
+def test_the_document_tables_what_bad_input_gets(smoke_run, tmp_path):
+    rows = ["| where | input | what it gets |", "|---|---|---|"]
+    for number, (where, description, case) in enumerate(CASES):
+        folder = tmp_path / str(number)
+        folder.mkdir()
+        rows.append(f"| {where} | {description} | {message(case, folder, smoke_run[0])} |")
+    table = "\n".join(rows)
+    document = DOCUMENT.read_text(encoding="utf-8")
+    before, rest = document.split(TABLE_START)
+    written, after = rest.split(TABLE_END)
+    if os.environ.get("VT_WRITE_RELIABILITY_DOC"):
+        DOCUMENT.write_text(f"{before}{TABLE_START}\n{table}\n{TABLE_END}{after}", encoding="utf-8")
+    assert written.strip("\n") == table, "the table is out of date: see this file's docstring"
