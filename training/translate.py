@@ -3,6 +3,7 @@
 python -m training.translate --model runs/multi30k_en_de "A dog runs on the grass." "Two men play football."
 python -m training.translate --model runs/multi30k_en_de < source.txt > translations.txt
 python -m training.translate --model runs/multi30k_en_de --input source.txt --output translations.txt
+python -m training.translate --engine ctranslate2 --model runs/multi30k_en_de-ct2 < source.txt   # vt-export first
 
 Lines are read and translated in batches as they come (memory stays bounded, output order is input order); an
 empty line gives an empty line, and a line ends at "\n" only (a lone "\r" inside a sentence stays in it). Beam
@@ -12,13 +13,19 @@ size and length default to the folder's generation_config.json.
 import argparse
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    GenerationConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 import vanilla_transformer  # noqa: F401  (registers the model type, so no remote code is needed)
 
@@ -40,16 +47,78 @@ def batches(lines: Iterable[str], size: int) -> Iterator[list[str]]:
         yield batch
 
 
-def translate_batch(model, tokenizer, sentences: list[str], **generate_kwargs) -> list[str]:
+Translator = Callable[[list[str]], list[str]]  # non-blank sentences -> their translations, in order
+
+
+def translate_batch(translate: Translator, sentences: list[str]) -> list[str]:
     """Translations of `sentences`, in order; blank sentences give "" without running the model."""
     texts = [s for s in sentences if s.strip()]
-    if not texts:
-        return ["" for _ in sentences]
-    inputs = tokenizer(texts, return_tensors="pt", padding=True).to(model.device)
-    with torch.inference_mode():
-        generated = model.generate(**inputs, **generate_kwargs)
-    translations = iter(tokenizer.batch_decode(generated, skip_special_tokens=True))
+    translations = iter(translate(texts) if texts else [])
     return [next(translations).strip() if s.strip() else "" for s in sentences]
+
+
+def generate_translator(args: argparse.Namespace) -> Translator:
+    """The model folder's generate(): beam size, length penalty and output limit from its generation config."""
+    model, tokenizer = load_model_folder(args.model, resolve_device(args.device))
+    options = {
+        "num_beams": args.num_beams,
+        "max_new_tokens": args.max_new_tokens,
+        "length_penalty": args.length_penalty,
+    }
+    generate_kwargs = {name: value for name, value in options.items() if value is not None}
+
+    def translate(texts: list[str]) -> list[str]:
+        inputs = tokenizer(texts, return_tensors="pt", padding=True).to(model.device)
+        with torch.inference_mode():
+            generated = model.generate(**inputs, **generate_kwargs)
+        return tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+    return translate
+
+
+def ctranslate2_translator(args: argparse.Namespace) -> Translator:
+    """A folder written by `vt-export ctranslate2`: the same tokenizer and decoding settings as generate(), run by
+    CTranslate2 (which takes and returns tokens; the limit is the batch's longest source + max_length_beyond_source,
+    as generate() counts it)."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ModelFolderError(
+            "--engine ctranslate2 needs CTranslate2: pip install 'vanilla-transformer[serve]'."
+        ) from None
+    folder = Path(args.model)
+    if not (folder / "model.bin").is_file():
+        raise ModelFolderError(f"{folder} has no model.bin: export the model first (vt-export ctranslate2 ...).")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    generation = GenerationConfig.from_pretrained(folder) if (folder / "generation_config.json").is_file() else None
+    # "auto" asks CTranslate2, whose CUDA build may see a GPU that a CPU build of torch does not.
+    use_cuda = args.device == "auto" and ctranslate2.get_cuda_device_count() > 0
+    device = torch.device("cuda") if use_cuda else resolve_device(args.device)
+    translator = ctranslate2.Translator(
+        str(folder), device=device.type, device_index=device.index or 0, intra_threads=args.threads or 0
+    )
+    beams = args.num_beams or getattr(generation, "num_beams", 1)
+    length_penalty = (
+        args.length_penalty if args.length_penalty is not None else getattr(generation, "length_penalty", 1.0)
+    )
+    beyond = getattr(generation, "max_length_beyond_source", 50)
+
+    def translate(texts: list[str]) -> list[str]:
+        ids = tokenizer(texts)["input_ids"]
+        results = translator.translate_batch(
+            [tokenizer.convert_ids_to_tokens(row) for row in ids],
+            beam_size=beams,
+            length_penalty=length_penalty,
+            max_decoding_length=args.max_new_tokens or max(len(row) for row in ids) + beyond,
+            max_batch_size=len(texts),
+        )
+        hypotheses = [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+        return tokenizer.batch_decode(hypotheses, skip_special_tokens=True)
+
+    return translate
+
+
+ENGINES = {"generate": generate_translator, "ctranslate2": ctranslate2_translator}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -108,8 +177,16 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", help="Write translations here (default: stdout); shows a progress bar.")
     parser.add_argument("--num_beams", type=positive_int, help="Beam size (default: the model's generation config).")
     parser.add_argument("--max_new_tokens", type=positive_int, help="Length limit (default: source length + 50).")
+    parser.add_argument("--length_penalty", type=float, help="Beam length penalty (default: the model's, 0.6).")
     parser.add_argument("--batch_size", type=positive_int, default=32)
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available).")
+    parser.add_argument(
+        "--engine",
+        choices=sorted(ENGINES),
+        default="generate",
+        help="generate: the model folder with transformers; ctranslate2: a folder written by vt-export ctranslate2.",
+    )
+    parser.add_argument("--threads", type=positive_int, help="ctranslate2: CPU threads (default: CTranslate2's).")
     args = parser.parse_args(argv)
     if args.input and args.output and os.path.exists(args.output) and os.path.samefile(args.input, args.output):
         parser.error(f"--output {args.output} is the --input file: writing would erase the sentences before reading.")
@@ -119,15 +196,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_arguments(argv)
     try:
-        model, tokenizer = load_model_folder(args.model, resolve_device(args.device))
-        generate_kwargs = {
-            k: v for k, v in (("num_beams", args.num_beams), ("max_new_tokens", args.max_new_tokens)) if v
-        }
+        translate = ENGINES[args.engine](args)
         lines = input_lines(args)
         with open(args.output, "w", encoding="utf-8") if args.output else nullcontext(sys.stdout) as sink:
             with tqdm(unit=" lines", disable=args.output is None) as progress:
                 for batch in batches(lines, args.batch_size):
-                    for translation in translate_batch(model, tokenizer, batch, **generate_kwargs):
+                    for translation in translate_batch(translate, batch):
                         sink.write(translation + "\n")
                     sink.flush()
                     progress.update(len(batch))

@@ -657,9 +657,10 @@ def label_smoothed_cross_entropy(
 PAPER_GENERATION = {"num_beams": 4, "length_penalty": 0.6, "max_length_beyond_source": 50, "early_stopping": True}
 
 
-def generation_config_for_folder_without_one(config: VanillaTransformerConfig, folder: str) -> GenerationConfig:
-    """What generate() uses for a model whose folder had no readable generation_config.json: an error for a broken
-    file (transformers' loader falls back to its defaults without a word), the paper's settings for a missing one."""
+def checked_generation_config(config: VanillaTransformerConfig, folder: str, loaded: GenerationConfig):
+    """`loaded` when the folder's generation_config.json could be read. Where it could not, transformers' loader has
+    fallen back on its defaults (greedy, at most 20 tokens) without a word: a broken file is an error naming it
+    instead, and a missing one gives the paper's settings with a warning."""
     path = os.path.join(folder, "generation_config.json")
     if os.path.isfile(path):
         try:
@@ -667,6 +668,7 @@ def generation_config_for_folder_without_one(config: VanillaTransformerConfig, f
                 GenerationConfig.from_dict(json.load(file))
         except (OSError, ValueError, TypeError) as error:
             raise ValueError(f"{path} cannot be read ({error}): repair or delete it.") from None
+        return loaded
     logger.warning(
         "%s has no generation_config.json: generating with the paper's settings (beam 4, length penalty 0.6, at most "
         "source length + 50 tokens) instead of transformers' defaults (greedy, at most 20 tokens).",
@@ -791,12 +793,11 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     def adjust_generation_fn(self, generation_config, from_auto_class, from_pipeline, name_or_path, *args, **kwargs):
-        """After `from_pretrained` read the folder's generation config. Where that failed, transformers falls back on
-        its defaults (greedy, at most 20 tokens) without a word: a broken file is an error naming it instead, and a
-        missing one gives the paper's settings (§6.1) with a warning. (transformers 5.x calls this; 4.57 does not.)"""
+        """After `from_pretrained` read the folder's generation config (transformers 5.x calls this; 4.57 does not):
+        see `checked_generation_config`. Hub repositories are left to transformers."""
         super().adjust_generation_fn(generation_config, from_auto_class, from_pipeline, name_or_path, *args, **kwargs)
-        if generation_config is None and self.generation_config._from_model_config and name_or_path:
-            self.generation_config = generation_config_for_folder_without_one(self.config, str(name_or_path))
+        if generation_config is None and name_or_path and os.path.isdir(name_or_path):
+            self.generation_config = checked_generation_config(self.config, str(name_or_path), self.generation_config)
 
     def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
         """`GenerationMixin.generate`, plus the paper's output limit (§6.1: "maximum output length to input length

@@ -1,0 +1,98 @@
+"""vt-export ctranslate2: the exported model gives generate()'s tokens, and vt-translate serves it."""
+
+import json
+import shutil
+from pathlib import Path
+
+import ctranslate2
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from training.translate import main as translate_main
+from vanilla_transformer.export import ExportError, export_ctranslate2
+from vanilla_transformer.export import main as export_main
+
+from .conftest import ROOT, tiny_model
+
+SOURCES = (ROOT / "examples/tiny/test.en").read_text(encoding="utf-8").splitlines()[:12]
+
+
+@pytest.fixture(scope="module", params=["post", "pre"])
+def model_folder(request, smoke_run, tmp_path_factory) -> Path:
+    """post: the trained smoke model (post-LN, the paper's); pre: a random pre-LN model with the same vocabulary."""
+    if request.param == "post":
+        return smoke_run[0]
+    folder = tmp_path_factory.mktemp("pre-ln")
+    tokenizer = AutoTokenizer.from_pretrained(smoke_run[0])
+    tiny_model(seed=3, vocab_size=len(tokenizer), layer_norm_position="pre").save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def generated_ids(folder: Path, sentence: str, num_beams: int, max_new_tokens: int) -> list[int]:
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    inputs = tokenizer([sentence], return_tensors="pt")
+    with torch.inference_mode():
+        output = model.generate(**inputs, num_beams=num_beams, length_penalty=0.6, max_new_tokens=max_new_tokens)
+    ids = output[0, 1:].tolist()  # without the start token
+    return [i for i in ids if i not in (tokenizer.eos_token_id, tokenizer.pad_token_id)]
+
+
+def ctranslate2_ids(exported: Path, sentence: str, num_beams: int, max_new_tokens: int) -> list[int]:
+    tokenizer = AutoTokenizer.from_pretrained(exported)
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer(sentence)["input_ids"])
+    translator = ctranslate2.Translator(str(exported), device="cpu")
+    (result,) = translator.translate_batch(
+        [tokens], beam_size=num_beams, length_penalty=0.6, max_decoding_length=max_new_tokens
+    )
+    return tokenizer.convert_tokens_to_ids(result.hypotheses[0])
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_float32_export_gives_the_token_ids_of_generate(model_folder, tmp_path, num_beams):
+    exported = export_ctranslate2(model_folder, tmp_path / "ct2")
+    for sentence in SOURCES:
+        expected = generated_ids(model_folder, sentence, num_beams, max_new_tokens=12)
+        assert ctranslate2_ids(exported, sentence, num_beams, max_new_tokens=12) == expected, sentence
+
+
+def test_vt_translate_serves_the_export_with_generates_output_and_int8_runs(smoke_run, tmp_path, capsys):
+    folder = smoke_run[0]
+    (tmp_path / "in.txt").write_text("\n".join(SOURCES[:5] + ["", SOURCES[5]]) + "\n", encoding="utf-8")
+    export_main(["ctranslate2", str(folder), str(tmp_path / "ct2")])
+    export_main(["ctranslate2", str(folder), str(tmp_path / "int8"), "--quantization", "int8"])
+    assert "CTranslate2 model (int8)" in capsys.readouterr().out
+    outputs = {}
+    for name, engine in (("generate", ["--model", str(folder)]), ("ct2", ["--engine", "ctranslate2"])):
+        if name == "ct2":
+            engine += ["--model", str(tmp_path / "ct2"), "--threads", "2"]
+        translate_main([*engine, "--input", str(tmp_path / "in.txt"), "--batch_size", "3"])
+        outputs[name] = capsys.readouterr().out.splitlines()
+    assert outputs["ct2"] == outputs["generate"] and len(outputs["ct2"]) == 7 and outputs["ct2"][5] == ""
+    translate_main(["--engine", "ctranslate2", "--model", str(tmp_path / "int8"), *SOURCES[:3]])
+    int8 = capsys.readouterr().out.splitlines()
+    assert len(int8) == 3 and all(line.strip() for line in int8)
+    generation = json.loads((tmp_path / "ct2" / "generation_config.json").read_text())
+    assert generation["num_beams"] == 4  # the folder's decoding settings travel with the export
+
+
+def test_what_cannot_be_exported_is_named(smoke_run, tmp_path):
+    with pytest.raises(ExportError, match=r"has no config\.json: it is not a model folder"):
+        export_ctranslate2(tmp_path, tmp_path / "out")
+    marian = tmp_path / "marian"
+    marian.mkdir()
+    (marian / "config.json").write_text(json.dumps({"model_type": "marian"}), encoding="utf-8")
+    with pytest.raises(ExportError, match=r"holds a 'marian' model, not a vanilla_transformer one"):
+        export_ctranslate2(marian, tmp_path / "out")
+    odd = tmp_path / "odd"
+    tiny_model(vocab_size=120, decoder_attention_heads=2, activation_function="gelu_fast").save_pretrained(odd)
+    shutil.copy(smoke_run[0] / "tokenizer.json", odd)
+    with pytest.raises(ExportError, match=r"encoder_attention_heads=4 and decoder_attention_heads=2: .*one head count"):
+        export_ctranslate2(odd, tmp_path / "out")
+    with pytest.raises(ExportError, match=r"exists: choose a new folder, or pass --force"):
+        export_ctranslate2(smoke_run[0], odd)
+    with pytest.raises(SystemExit, match=r"error: .*activation_function='gelu_fast': CTranslate2 has gelu"):
+        export_main(["ctranslate2", str(odd), str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,236 @@
+"""Export a trained model folder to CTranslate2, the inference engine that serves OpenNMT and Marian models.
+
+vt-export ctranslate2 runs/multi30k_en_de runs/multi30k_en_de-ct2 --quantization int8
+vt-translate --engine ctranslate2 --model runs/multi30k_en_de-ct2 "A dog runs on the grass."
+
+Built on CTranslate2's own converter API (`ctranslate2.converters.Converter` and `specs.TransformerSpec`): this file
+only says which of our weights is which of the spec's, so it sits next to the modeling file whose module names it
+reads. The paper's model maps one to one: embeddings x sqrt(d_model) (§3.4), post- or pre-LN residual blocks,
+multi-head attention with fused projections, the ReLU FFN, and the shared embedding matrix as the pre-softmax
+projection. Two things are written explicitly:
+- the positional encoding, as a table of `max_positions` rows: CTranslate2's built-in sinusoid puts all sines
+  before all cosines, where §3.5 (and this model) interleaves them, sin on even and cos on odd dimensions;
+- the tokenizer and generation_config.json, copied into the output folder, so that it translates on its own with
+  the folder's beam size, length penalty and output limit.
+
+`ctranslate2` is an optional dependency: `pip install vanilla-transformer[serve]`.
+"""
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_positional_encoding
+
+try:
+    from ctranslate2.converters import Converter
+    from ctranslate2.specs.common_spec import Activation
+    from ctranslate2.specs.transformer_spec import TransformerSpec
+except ImportError as error:
+    raise ImportError("Exporting needs CTranslate2: pip install 'vanilla-transformer[serve]'.") from error
+
+# activation_function (transformers' ACT2FN names) -> CTranslate2's FFN activations
+ACTIVATIONS = {
+    "relu": Activation.RELU,  # the paper's max(0, x)
+    "gelu": Activation.GELU,
+    "gelu_new": Activation.GELUTanh,
+    "gelu_pytorch_tanh": Activation.GELUTanh,
+    "silu": Activation.SWISH,
+    "swish": Activation.SWISH,
+}
+
+# Longest source or output (in tokens) the exported model can encode positions for. Longer inputs need a larger
+# --max_positions (the table costs max_positions x d_model floats: 2 MB at 1,024 x 512).
+DEFAULT_MAX_POSITIONS = 1024
+# What the output folder needs besides the weights: the tokenizer (CTranslate2 takes and returns tokens) and the
+# decoding settings.
+COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
+QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
+
+
+class ExportError(ValueError):
+    """The folder is not a model of this package, or has a setting that CTranslate2 cannot express."""
+
+
+def unsupported_settings(config: VanillaTransformerConfig) -> list[str]:
+    """The settings of `config` that CTranslate2's TransformerSpec has no place for, each with the reason."""
+    problems = []
+    if config.encoder_attention_heads != config.decoder_attention_heads:
+        problems.append(
+            f"encoder_attention_heads={config.encoder_attention_heads} and decoder_attention_heads="
+            f"{config.decoder_attention_heads}: TransformerSpec has one head count for both stacks"
+        )
+    if config.activation_function not in ACTIVATIONS:
+        problems.append(
+            f"activation_function={config.activation_function!r}: CTranslate2 has {', '.join(sorted(ACTIVATIONS))}"
+        )
+    return problems
+
+
+def load_model(model_dir: str | Path) -> VanillaTransformerForConditionalGeneration:
+    config_file = Path(model_dir) / "config.json"
+    if not config_file.is_file():
+        raise ExportError(f"{model_dir} has no config.json: it is not a model folder.")
+    try:
+        config = VanillaTransformerConfig.from_pretrained(model_dir)
+    except (OSError, ValueError) as error:
+        raise ExportError(f"{config_file}: {error}") from None
+    if getattr(config, "model_type", None) != VanillaTransformerConfig.model_type:
+        raise ExportError(f"{model_dir} holds a {config.model_type!r} model, not a vanilla_transformer one.")
+    return VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).eval()
+
+
+def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
+    if not (Path(model_dir) / "tokenizer.json").is_file():
+        raise ExportError(f"{model_dir} has no tokenizer.json: the exported model needs the vocabulary.")
+    return AutoTokenizer.from_pretrained(model_dir)
+
+
+class VanillaTransformerConverter(Converter):
+    """CTranslate2's converter for a model folder written by `training.train` (or `save_pretrained`)."""
+
+    def __init__(self, model_dir: str | Path, max_positions: int = DEFAULT_MAX_POSITIONS):
+        self.model_dir = model_dir
+        self.max_positions = max_positions
+
+    def _load(self) -> TransformerSpec:
+        return transformer_spec(load_model(self.model_dir), load_tokenizer(self.model_dir), self.max_positions)
+
+
+@torch.no_grad()
+def transformer_spec(
+    model: VanillaTransformerForConditionalGeneration, tokenizer: PreTrainedTokenizerBase, max_positions: int
+) -> TransformerSpec:
+    """The `TransformerSpec` holding `model`'s weights, with the tokenizer's vocabulary and special tokens."""
+    config = model.config
+    problems = unsupported_settings(config)
+    if problems:
+        raise ExportError("CTranslate2 cannot express " + "; ".join(problems) + ".")
+    vocabulary = tokenizer.get_vocab()
+    tokens = [token for token, _ in sorted(vocabulary.items(), key=lambda item: item[1])]  # in id order
+    if len(tokens) != config.vocab_size:
+        raise ExportError(f"The tokenizer has {len(tokens)} tokens but the model's vocab_size is {config.vocab_size}.")
+    spec = TransformerSpec.from_config(
+        (config.encoder_layers, config.decoder_layers),
+        config.encoder_attention_heads,
+        pre_norm=config.layer_norm_position == "pre",
+        activation=ACTIVATIONS[config.activation_function],
+    )
+    positions = sinusoidal_positional_encoding(torch.arange(max_positions), config.d_model)  # (max_positions, D)
+    for stack_spec, stack in ((spec.encoder, model.model.encoder), (spec.decoder, model.model.decoder)):
+        embeddings = stack_spec.embeddings[0] if isinstance(stack_spec.embeddings, list) else stack_spec.embeddings
+        embeddings.weight = stack.embeddings.embed_tokens.weight
+        stack_spec.scale_embeddings = stack.embeddings.embed_scale
+        stack_spec.position_encodings.encodings = positions
+        if stack.layer_norm is not None:  # pre-LN: the final LayerNorm of the stack
+            set_layer_norm(stack_spec.layer_norm, stack.layer_norm)
+    for layer_spec, layer in zip(spec.encoder.layer, model.model.encoder.layers, strict=True):
+        set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_sublayer.layer_norm, fused=True)
+        set_ffn(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(spec.decoder.layer, model.model.decoder.layers, strict=True):
+        set_attention(layer_spec.self_attention, layer.self_attn, layer.self_attn_sublayer.layer_norm, fused=True)
+        set_attention(layer_spec.attention, layer.encoder_attn, layer.encoder_attn_sublayer.layer_norm, fused=False)
+        set_ffn(layer_spec.ffn, layer)
+    spec.decoder.projection.weight = model.lm_head.weight  # tied: the shared embedding matrix (§3.4)
+
+    spec.config.bos_token = tokens[config.bos_token_id]
+    spec.config.eos_token = tokens[config.eos_token_id]
+    spec.config.unk_token = tokenizer.unk_token
+    spec.config.decoder_start_token = tokens[config.decoder_start_token_id]
+    spec.config.layer_norm_epsilon = config.layer_norm_eps
+    spec.register_source_vocabulary(tokens)
+    spec.register_target_vocabulary(tokens)
+    return spec
+
+
+def set_layer_norm(spec, layer_norm: torch.nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = layer_norm.weight, layer_norm.bias
+
+
+def set_linear(spec, linears: list[torch.nn.Linear]) -> None:
+    """One CTranslate2 linear layer from one or more of ours, stacked along the output dimension."""
+    spec.weight = torch.cat([linear.weight for linear in linears])
+    spec.bias = torch.cat([linear.bias for linear in linears])
+
+
+def set_attention(spec, attention, layer_norm: torch.nn.LayerNorm, fused: bool) -> None:
+    """Self-attention: one Q|K|V product; encoder-decoder attention: Q, then K|V of the encoder output."""
+    projections = [attention.q_proj, attention.k_proj, attention.v_proj]
+    if fused:
+        set_linear(spec.linear[0], projections)
+    else:
+        set_linear(spec.linear[0], projections[:1])
+        set_linear(spec.linear[1], projections[1:])
+    set_linear(spec.linear[-1], [attention.out_proj])
+    set_layer_norm(spec.layer_norm, layer_norm)
+
+
+def set_ffn(spec, layer) -> None:
+    set_linear(spec.linear_0, [layer.ffn.fc1])
+    set_linear(spec.linear_1, [layer.ffn.fc2])
+    set_layer_norm(spec.layer_norm, layer.ffn_sublayer.layer_norm)
+
+
+def export_ctranslate2(
+    model_dir: str | Path,
+    output_dir: str | Path,
+    quantization: str | None = None,
+    max_positions: int = DEFAULT_MAX_POSITIONS,
+    force: bool = False,
+) -> Path:
+    """Write the CTranslate2 model of `model_dir` to `output_dir`, with its tokenizer and generation config."""
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ExportError(f"quantization {quantization!r} is not one of {', '.join(QUANTIZATIONS)}.")
+    if max_positions < 1:
+        raise ExportError(f"max_positions={max_positions}: must be at least 1.")
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not force:
+        raise ExportError(f"{output_dir} exists: choose a new folder, or pass --force to replace it.")
+    converter = VanillaTransformerConverter(model_dir, max_positions)
+    # Written beside the target and renamed when complete: an interrupted export leaves no half folder behind.
+    partial = output_dir.with_name(f".{output_dir.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        converter.convert(str(partial), quantization=quantization, force=True)
+        for name in COPIED_FILES:
+            if (Path(model_dir) / name).is_file():
+                shutil.copy(Path(model_dir) / name, partial / name)
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        os.replace(partial, output_dir)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return output_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="vt-export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    engines = parser.add_subparsers(dest="engine", required=True, metavar="ENGINE")
+    ct2 = engines.add_parser("ctranslate2", help="A CTranslate2 model folder (translate it with vt-translate).")
+    ct2.add_argument("model_dir", help="A model folder written by training.train (or save_pretrained).")
+    ct2.add_argument("output_dir", help="Where to write the CTranslate2 model.")
+    ct2.add_argument("--quantization", choices=QUANTIZATIONS, help="Weight type (default: the model's, float32).")
+    ct2.add_argument(
+        "--max_positions",
+        type=int,
+        default=DEFAULT_MAX_POSITIONS,
+        help=f"Longest source or output in tokens (default {DEFAULT_MAX_POSITIONS}).",
+    )
+    ct2.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
+    args = parser.parse_args(argv)
+    try:
+        output = export_ctranslate2(args.model_dir, args.output_dir, args.quantization, args.max_positions, args.force)
+    except ExportError as error:
+        raise SystemExit(f"error: {error}") from None
+    print(f"CTranslate2 model ({args.quantization or 'float32'}): {output}")
+
+
+if __name__ == "__main__":
+    main()
