@@ -47,3 +47,21 @@ def test_real_data_mode_counts_padding_and_token_batches_pad_less(capsys):
     assert ours["tokens/s"] > 0 and marian["tokens/s"] > 0
     compare_marian.print_real_data(results, 7)
     assert "ours / Marian end to end" in capsys.readouterr().out
+
+
+def test_serving_benchmark_prints_every_engine_with_bleu_and_speed(smoke_run, capsys):
+    import serving
+
+    test = ROOT / "examples/tiny/test"
+    serving.main(["--model", str(smoke_run[0]), "--source", f"{test}.en", "--reference", f"{test}.de"]
+                 + ["--sentences", "6", "--batch-size", "4"])  # fmt: skip
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row.split(" | ")[0][2:] for row in rows[1:]] == [
+        "our generate(), fp32",
+        "CTranslate2 float32",
+        "CTranslate2 int8",
+        "our generate(), same lengths",
+        "MarianMTModel.generate(), same lengths",
+    ]
+    bleu = {row.split(" | ")[0][2:]: row.split(" | ")[1] for row in rows[1:]}
+    assert bleu["CTranslate2 float32"] == bleu["our generate(), fp32"] != ""  # the same translations
