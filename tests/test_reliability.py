@@ -20,6 +20,7 @@ from training.data import DataArguments, load_parallel_corpus, tokenize_corpus
 from training.translate import main as translate_main
 from training.translate import positive_int
 from vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.export import main as export_main
 
 from .conftest import PAIRS, ROOT, random_batch, tiny_model, word_tokenizer
 
@@ -162,6 +163,17 @@ def translate_binary(d: Path, run: Path):
     translate_main(["--model", str(run), "--input", str(d / "picture.png")])
 
 
+def export_not_ours(d: Path):
+    (d / "config.json").write_text('{"model_type": "marian"}', encoding="utf-8")
+    export_main(["ctranslate2", str(d), str(d / "out")])
+
+
+def export_inexpressible(d: Path, run: Path):
+    tiny_model(vocab_size=120, decoder_attention_heads=2).save_pretrained(d / "model")
+    shutil.copy(run / "tokenizer.json", d / "model")
+    export_main(["ctranslate2", str(d / "model"), str(d / "out")])
+
+
 def translate_zero_batch(d: Path, run: Path):
     positive_int("0")
 
@@ -203,6 +215,8 @@ CASES = [
     ("vt-translate", "a folder without `tokenizer.json`", translate_no_tokenizer),
     ("vt-translate", "a binary `--input` file", translate_binary),
     ("vt-translate", "`--batch_size 0`", translate_zero_batch),
+    ("vt-export", "a folder of another model type", export_not_ours),
+    ("vt-export", "a setting CTranslate2 cannot express", export_inexpressible),
 ]
 
 

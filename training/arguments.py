@@ -4,6 +4,7 @@ A YAML file (`--config FILE`) gives the defaults of a run; flags on the command 
 """
 
 import argparse
+import dataclasses
 import difflib
 import sys
 from dataclasses import dataclass, field
@@ -167,7 +168,7 @@ def parse_arguments(argv: list[str] | None = None):
             raise SystemExit("error: --config needs a YAML file.")
         config, argv = argv[at + 1], argv[:at] + argv[at + 2 :]
         settings = read_config(config)
-        known = {action.dest for action in parser._actions}
+        known = {entry.name for arguments in ARGUMENT_CLASSES for entry in dataclasses.fields(arguments)}
         unknown = sorted(set(settings) - known)
         if unknown:
             close = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}
@@ -180,8 +181,5 @@ def parse_arguments(argv: list[str] | None = None):
         settings = {name: value for name, value in settings.items() if name not in DATA_SOURCES}
     try:
         return parser.parse_args_into_dataclasses(args=to_flags(settings) + argv)
-    except (
-        argparse.ArgumentError,
-        ValueError,
-    ) as error:  # a bad value, or a dataclass (ours, the Trainer's) refused it
+    except (argparse.ArgumentError, ValueError) as error:  # a malformed value, or one a dataclass refused
         raise SystemExit(f"error: {f'{config} with the command line: ' if config else ''}{error}") from None
