@@ -438,3 +438,25 @@ def test_a_folder_without_a_readable_generation_config_is_never_silently_greedy(
     (tmp_path / "generation_config.json").write_text('{"num_beams": 4,', encoding="utf-8")
     with pytest.raises(ValueError, match=r"generation_config\.json cannot be read \(.*\): repair or delete it"):
         AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+
+
+def test_a_decoding_step_with_a_static_cache_traces_as_one_graph():
+    """What generate(cache_implementation="static") compiles: no graph break (the cache length is a tensor there)."""
+    from transformers import EncoderDecoderCache, StaticCache
+
+    model = tiny_model()
+    assert model._can_compile_fullgraph
+    input_ids, attention_mask, _ = random_batch()
+    encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+    cache = EncoderDecoderCache(
+        StaticCache(config=model.config, max_cache_len=16), StaticCache(config=model.config, max_cache_len=7)
+    )
+
+    def step(token: torch.Tensor) -> torch.Tensor:
+        inputs = {"encoder_outputs": encoder_outputs, "attention_mask": attention_mask, "past_key_values": cache}
+        return model(decoder_input_ids=token, use_cache=True, **inputs).logits
+
+    eager = [step(torch.full((3, 1), 2)), step(torch.full((3, 1), 5))]  # the first step fills the encoder's K/V
+    explained = torch._dynamo.explain(step)(torch.full((3, 1), 7))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    assert all(torch.isfinite(logits).all() for logits in eager)

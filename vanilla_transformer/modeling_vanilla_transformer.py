@@ -140,8 +140,10 @@ class VanillaTransformerSinusoidalPositionalEncoding(nn.Module):
         self.table: torch.Tensor | None = None  # (L, D), rows 0 .. L-1
 
     def forward(self, start: int, length: int, device: torch.device) -> torch.Tensor:
-        if is_torchdynamo_compiling():  # a compiled graph gets the rows it needs, with no Python-side state
-            return sinusoidal_positional_encoding(torch.arange(start, start + length, device=device), self.d_model)
+        if is_torchdynamo_compiling():
+            # A compiled graph gets the rows it needs, with no Python-side state. `start` is a tensor when a static
+            # cache reports its length: it is added to the positions, never read as a number (no graph break).
+            return sinusoidal_positional_encoding(torch.arange(length, device=device) + start, self.d_model)
         start = int(start)  # a static cache reports its length as a tensor
         end = start + length
         if self.table is None or self.table.shape[0] < end or self.table.device != device:
@@ -446,6 +448,7 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_flex_attn = True
+    _can_compile_fullgraph = True  # a decoding step with a static cache is one graph (tests/test_modeling_hf.py)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
