@@ -1,19 +1,27 @@
 """Our model against transformers' MarianMTModel at identical shapes, in one process, on identical batches.
 
     python benchmarks/compare_marian.py                                  # synthetic batches, tiny/small/base, fp32
-    python benchmarks/compare_marian.py --sizes tiny small --dtypes fp32 bf16 --rounds 5
+    python benchmarks/compare_marian.py --sizes base big --dtypes bf16 --train-batch 192 64   # on a GPU
     python benchmarks/compare_marian.py --real-data ../shared/data/multi30k   # the whole training path
+    python benchmarks/compare_marian.py --real-data ../shared/data/multi30k --steps 300 --rounds 2 --compiled \
+        --bf16 --profile 5
 
 Synthetic mode, per size and dtype: training tokens/s (forward + backward + Adam; real, non-pad source + target
 tokens counted), greedy and beam-4 generate() tokens/s at batch 1 and 16 (64 new tokens, end-of-sentence
 suppressed so that both models produce the same number), uncached greedy generation, and training memory. Each
 round measures both models one after the other (the order alternates); figures are medians over the rounds and
 each ratio is the median of the per-round ratios (ours / Marian), so a slow moment of the machine hits both.
+Both models run on the GPU when there is one; there, "train MFU %" is the model FLOPs per second (training_flops)
+over the H100's dense peak for the dtype.
 
 Real-data mode: the training path a user runs. Ours: `training.recipe.TranslationTrainer` (token-budget batches,
 fused label smoothing). Marian's: a plain `Seq2SeqTrainer` with fixed-size shuffled batches and the Trainer's
 label smoother, the setup of transformers' translation example; both with the same sentencepiece vocabulary,
-the same model shape and batches of the same mean number of sentence pairs.
+the same model shape, the same precision (fp32, or bf16 autocast with --bf16) and batches of the same mean number
+of sentence pairs. Each setup trains a fresh model; with --rounds N each runs N times, which goes first alternating,
+and the figures are medians. --compiled adds both again with the Trainer's torch_compile and lengths padded to
+multiples of 8; --profile STEPS prints the operators that cost the most host and device time per step, and the
+calls that make the host wait for the device.
 
 Marian is configured as the paper's model: relu, scale_embedding, shared and tied embeddings, post-LN, the same
 attention implementation. It keeps its own differences: a fixed sinusoidal table of fixed length (not trained), a
@@ -53,7 +61,12 @@ SIZES = {
     "tiny": Shape(128, 2, 4, 512, 8000),
     "small": Shape(256, 3, 4, 1024, 8000),
     "base": Shape(512, 6, 8, 2048, 37000),  # the paper's base model (Table 3)
+    "big": Shape(1024, 6, 16, 4096, 37000),  # the paper's big model (Table 3)
 }
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+# Dense bf16 / fp32 (TF32 off) tensor throughput of the GPU that MFU is measured against: an H100 SXM.
+PEAK_FLOPS = {"bf16": 989e12, "fp32": 67e12}
 
 
 def shared_settings(shape: Shape, dropout: float, attn_implementation: str) -> dict:
@@ -88,7 +101,7 @@ def build_models(shape: Shape, dropout: float = 0.1, attn_implementation: str = 
     marian = MarianMTModel(marian_config)
     for model in (ours, marian):
         model.generation_config = GenerationConfig(pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=START)
-    return {"ours": ours, "Marian": marian}
+    return {"ours": ours.to(DEVICE), "Marian": marian.to(DEVICE)}
 
 
 def random_batch(shape: Shape, batch_size: int, length: int, seed: int) -> dict[str, torch.Tensor]:
@@ -99,24 +112,32 @@ def random_batch(shape: Shape, batch_size: int, length: int, seed: int) -> dict[
         lengths = torch.randint(length // 2, length + 1, (batch_size,), generator=generator)
         ids = torch.randint(3, shape.vocab_size, (batch_size, length), generator=generator)
         mask = torch.arange(length) < lengths.unsqueeze(1)
-        return ids.masked_fill(~mask, PAD), mask.long()
+        return ids.masked_fill(~mask, PAD), mask
 
-    input_ids, attention_mask = side()
+    input_ids, source_mask = side()
     labels, label_mask = side()
-    return {
-        "input_ids": input_ids,
-        "attention_mask": attention_mask,
-        "labels": labels.masked_fill(label_mask == 0, -100),
-    }
+    attention_mask = source_mask.long()
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels.masked_fill(~label_mask, -100)}
+    return {name: tensor.to(DEVICE) for name, tensor in batch.items()}
 
 
 def real_tokens(batch: dict[str, torch.Tensor]) -> int:
     return int(batch["attention_mask"].sum() + (batch["labels"] != -100).sum())
 
 
+def training_flops(shape: Shape, batch: dict[str, torch.Tensor]) -> float:
+    """Model FLOPs of one training step (2 per multiply-add, backward = 2 x forward), real tokens only: the
+    products with the weight matrices (incl. the pre-softmax projection) and the attention scores and sums."""
+    d, f, n = shape.d_model, shape.ffn_dim, shape.layers
+    source, target = int(batch["attention_mask"].sum()), int((batch["labels"] != -100).sum())
+    s, t = batch["input_ids"].shape[1], batch["labels"].shape[1]
+    encoder = source * n * (4 * d * d + 2 * d * f + 2 * s * d)  # multiply-adds per source token
+    decoder = target * (n * (8 * d * d + 2 * d * f + 2 * t * d + 2 * s * d) + d * shape.vocab_size)
+    return 6.0 * (encoder + decoder)
+
+
 def autocast(dtype: str):
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.autocast(device, dtype=torch.bfloat16, enabled=dtype == "bf16")
+    return torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=dtype == "bf16")
 
 
 def timed(step: Callable[[], object]) -> float:
@@ -183,8 +204,10 @@ def generate_step(model: PreTrainedModel, batch: dict, num_beams: int, new_token
     return run
 
 
-def measure_once(model, optimizer, batches: dict, dtype: str, new_tokens: int, train_steps: int) -> dict[str, float]:
-    """One round for one model: {metric: tokens per second}."""
+def measure_once(
+    model, optimizer, batches: dict, dtype: str, new_tokens: int, train_steps: int, shape: Shape
+) -> dict[str, float]:
+    """One round for one model: {metric: tokens per second} (and model FLOPs utilisation on a GPU)."""
     figures = {}
     model.train()
     train_batch = batches["train"]
@@ -194,7 +217,10 @@ def measure_once(model, optimizer, batches: dict, dtype: str, new_tokens: int, t
         for _ in range(train_steps):
             train_step(model, optimizer, train_batch, dtype)
 
-    figures["train tokens/s"] = train_steps * real_tokens(train_batch) / timed(train_steps_in_a_row)
+    seconds = timed(train_steps_in_a_row)
+    figures["train tokens/s"] = train_steps * real_tokens(train_batch) / seconds
+    if DEVICE.type == "cuda":
+        figures["train MFU %"] = 100 * train_steps * training_flops(shape, train_batch) / seconds / PEAK_FLOPS[dtype]
     model.eval()
     with autocast(dtype):
         for batch_size in (1, 16):
@@ -234,7 +260,7 @@ def compare(
     for round_index in range(rounds):
         order = list(models) if round_index % 2 == 0 else list(reversed(models))
         for name in order:
-            figures = measure_once(models[name], optimizers[name], batches, dtype, new_tokens, train_steps)
+            figures = measure_once(models[name], optimizers[name], batches, dtype, new_tokens, train_steps, shape)
             per_round[name].append(figures)
     metrics = list(per_round["ours"][0])
     table = {}
@@ -266,7 +292,8 @@ def print_table(title: str, table: dict) -> None:
             continue
         goal = GOALS.get(metric)
         verdict = f"≥ {goal}: {'met' if ratio >= goal else 'not met'}" if goal else ""
-        print(f"| {metric} | {ours:,.0f} | {marian:,.0f} | {ratio:.2f} | {verdict} |")
+        digits = 1 if metric.endswith("%") else 0
+        print(f"| {metric} | {ours:,.{digits}f} | {marian:,.{digits}f} | {ratio:.2f} | {verdict} |")
     sys.stdout.flush()
 
 
@@ -275,44 +302,106 @@ def print_table(title: str, table: dict) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class CountingCollator:
-    """Wraps a collator and records, for every batch it builds, the real and the padded token counts."""
+def count_tokens(trainer) -> list[tuple[torch.Tensor, int]]:
+    """Records (real tokens, padded tokens) of every batch the trainer trains on, where the batch arrives: the
+    collator may run in worker processes. The real counts stay tensors (on the device), read after training, so
+    that counting makes the host wait for nothing."""
+    counts: list[tuple[torch.Tensor, int]] = []
+    training_step = trainer.training_step
 
-    def __init__(self, collator):
-        self.collator = collator
-        self.batches: list[tuple[int, int]] = []
+    def counting_training_step(model, inputs, *args, **kwargs):
+        real = inputs["attention_mask"].sum() + (inputs["labels"] != -100).sum()
+        counts.append((real, inputs["input_ids"].numel() + inputs["labels"].numel()))
+        return training_step(model, inputs, *args, **kwargs)
 
-    def __call__(self, features):
-        batch = self.collator(features)
-        padded = batch["input_ids"].numel() + batch["labels"].numel()
-        self.batches.append((real_tokens(batch), padded))
-        return batch
+    trainer.training_step = counting_training_step
+    return counts
 
 
-def time_training_path(trainer, collator: CountingCollator, skip: int) -> dict[str, float]:
-    """Train; real tokens per second over the steps after the first `skip` (warm-up), and the padding share of
-    all the batches trained on."""
-    step_ends: list[float] = []
+def synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()  # work ends when its kernels have run, not when they were queued
 
-    class StepClock(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            step_ends.append(time.perf_counter())
 
-    trainer.add_callback(StepClock())
+class StepClock(TrainerCallback):
+    """The wall-clock time at the end of every optimizer step (the GPU waited for only after the warm-up steps and
+    at the end, so that the host can run ahead as in training); optionally a torch.profiler trace of
+    `profile_steps` steps after `skip`."""
+
+    def __init__(self, skip: int, profile_steps: int = 0):
+        self.ends: list[float] = []
+        self.skip, self.profile_steps = skip, profile_steps
+        self.profiler: torch.profiler.profile | None = None
+
+    def on_train_end(self, args, state, control, **kwargs):
+        synchronize()
+        self.ends[-1] = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.skip:
+            synchronize()
+        self.ends.append(time.perf_counter())
+        if self.profile_steps and state.global_step == self.skip:
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            self.profiler = torch.profiler.profile(activities=activities)
+            self.profiler.__enter__()
+        if self.profiler is not None and state.global_step == self.skip + self.profile_steps:
+            self.profiler.__exit__(None, None, None)
+
+
+def time_training_path(trainer, skip: int, profile_steps: int = 0) -> dict:
+    """Train; real tokens per second over the steps after the first `skip` (warm-up, compilation), and the padding
+    share of all the batches trained on."""
+    clock = StepClock(skip, profile_steps)
+    trainer.add_callback(clock)
+    counts = count_tokens(trainer)
     trainer.train()
-    trained = collator.batches[: len(step_ends)]  # the collator may have built a batch or two ahead
-    real, padded = sum(r for r, _ in trained), sum(p for _, p in trained)
-    timed_tokens = sum(r for r, _ in trained[skip:])
+    real = [int(r) for r, _ in counts]
+    padded = sum(p for _, p in counts)
+    seconds = clock.ends[-1] - clock.ends[skip - 1]
     return {
-        "padding %": 100 * (1 - real / padded),
-        "tokens/s": timed_tokens / (step_ends[-1] - step_ends[skip - 1]),
+        "padding %": 100 * (1 - sum(real) / padded),
+        "tokens/s": sum(real[skip:]) / seconds,
+        "ms/step": 1000 * seconds / (len(clock.ends) - skip),
+        "first steps s": clock.ends[skip - 1] - clock.ends[0],
+        "profile": clock.profiler,
     }
 
 
+def print_profile(name: str, profiler: torch.profiler.profile, steps: int) -> None:
+    """The operators that cost the most host and device time per step, and the host-device synchronisations."""
+    events = profiler.key_averages()
+    print(f"\n#### Profile: {name}, {steps} steps\n")
+    for key, label in (("self_cpu_time_total", "host"), ("self_device_time_total", "device")):
+        if key == "self_device_time_total" and not torch.cuda.is_available():
+            continue
+        rows = sorted(events, key=lambda e: getattr(e, key), reverse=True)[:12]
+        print(f"| op (by {label} time) | calls/step | {label} ms/step |\n|---|---:|---:|")
+        for event in rows:
+            print(f"| {event.key} | {event.count / steps:.0f} | {getattr(event, key) / 1000 / steps:.2f} |")
+        print()
+    syncs = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "aten::_local_scalar_dense", "aten::nonzero")
+    counts = {event.key: event.count / steps for event in events if event.key in syncs}
+    launches = sum(event.count for event in events if event.key in ("cudaLaunchKernel", "cuLaunchKernel")) / steps
+    print(f"per step: {counts or 'no synchronising calls'}; kernel launches {launches:.0f}")
+
+
 def real_data_paths(
-    data_dir: str, steps: int, max_tokens: int, vocab_size: int = 10000, skip: int = 5
-) -> dict[str, dict[str, float]]:
-    """Our training path and the plain Marian one on the same corpus, vocabulary and model shape."""
+    data_dir: str,
+    steps: int,
+    max_tokens: int,
+    vocab_size: int = 10000,
+    skip: int = 5,
+    rounds: int = 1,
+    compiled: bool = False,
+    bf16: bool = False,
+    profile_steps: int = 0,
+) -> dict[str, dict]:
+    """Our training path and the plain Marian one on the same corpus, vocabulary, model shape and precision, each
+    run `rounds` times (which goes first alternates); with `compiled`, both again with the Trainer's torch_compile
+    and lengths padded to multiples of 8. Figures are medians over the rounds."""
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     from training.arguments import TranslationTrainingArguments
@@ -327,64 +416,94 @@ def real_data_paths(
         (s for c in ("source", "target") for s in corpus["train"][c]), VocabularySettings(vocab_size)
     )
     tokenized = tokenize_corpus(corpus, tokenizer, data_args)["train"]
-    models = build_models(Shape(128, 4, 4, 256, len(tokenizer)), dropout=0.3)  # the Multi30K Transformer-Tiny
+    shape = Shape(128, 4, 4, 256, len(tokenizer))  # the Multi30K Transformer-Tiny
     common = dict(
         max_steps=steps,
         learning_rate=5e-4,
+        warmup_steps=steps,
         save_strategy="no",
         report_to=[],
         logging_strategy="no",
         disable_tqdm=True,
         seed=1,
         label_smoothing_factor=0.1,
+        bf16=bf16,
+        use_cpu=not torch.cuda.is_available(),
     )
-    results = {}
     with tempfile.TemporaryDirectory() as output_dir:
-        collator = CountingCollator(DataCollatorForSeq2Seq(tokenizer, model=models["ours"]))
-        args = TranslationTrainingArguments(output_dir=output_dir, max_tokens=max_tokens, warmup_steps=steps, **common)
-        ours = TranslationTrainer(models["ours"], args, train_dataset=tokenized, data_collator=collator)
-        # The same mean number of pairs per batch for Marian's fixed-size batches.
-        pairs = round(len(tokenized) / len(ours.get_train_dataloader()))
-        results["ours: TranslationTrainer, token-budget batches"] = {
-            "pairs per batch": pairs,
-            **time_training_path(ours, collator, skip),
-        }
+        probe_args = TranslationTrainingArguments(output_dir=output_dir, max_tokens=max_tokens, **common)
+        probe = TranslationTrainer(build_models(shape)["ours"], probe_args, train_dataset=tokenized)
+        pairs = round(len(tokenized) / len(probe.get_train_dataloader()))  # Marian's batches: the same mean size
 
-        collator = CountingCollator(DataCollatorForSeq2Seq(tokenizer, model=models["Marian"]))
-        args = Seq2SeqTrainingArguments(
-            output_dir=output_dir,
-            per_device_train_batch_size=pairs,
-            warmup_steps=steps,
-            use_cpu=not torch.cuda.is_available(),
-            **common,
-        )
-        marian = Seq2SeqTrainer(models["Marian"], args, train_dataset=tokenized, data_collator=collator)
-        results["Marian: Seq2SeqTrainer, shuffled fixed-size batches"] = {
+        def make_trainer(name: str, compile_: bool):
+            model = build_models(shape, dropout=0.3)[name]
+            collator = DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=8 if compile_ else None)
+            if name == "ours":
+                args = TranslationTrainingArguments(output_dir, max_tokens=max_tokens, torch_compile=compile_, **common)
+                return TranslationTrainer(model, args, train_dataset=tokenized, data_collator=collator)
+            args = Seq2SeqTrainingArguments(
+                output_dir, per_device_train_batch_size=pairs, torch_compile=compile_, **common
+            )
+            return Seq2SeqTrainer(model, args, train_dataset=tokenized, data_collator=collator)
+
+        setups = {
+            "ours: TranslationTrainer, token-budget batches": ("ours", False),
+            "Marian: Seq2SeqTrainer, shuffled fixed-size batches": ("Marian", False),
+        }
+        if compiled:
+            setups["ours, torch_compile, lengths to multiples of 8"] = ("ours", True)
+            setups["Marian, torch_compile, lengths to multiples of 8"] = ("Marian", True)
+        runs: dict[str, list[dict]] = {name: [] for name in setups}
+        for round_index in range(rounds):
+            names = list(setups) if round_index % 2 == 0 else list(reversed(setups))
+            for name in names:
+                model_name, compile_ = setups[name]
+                profiling = profile_steps if round_index == 0 and not compile_ else 0
+                runs[name].append(time_training_path(make_trainer(model_name, compile_), skip, profiling))
+    results = {}
+    for name, measured in runs.items():
+        figures = {key: statistics.median(run[key] for run in measured) for key in ("padding %", "tokens/s", "ms/step")}
+        figures["first steps s"] = statistics.median(run["first steps s"] for run in measured)
+        results[name] = {
             "pairs per batch": pairs,
-            **time_training_path(marian, collator, skip),
+            **figures,
+            "profile": measured[0]["profile"],
+            "profile steps": profile_steps,
         }
     return results
 
 
-def print_real_data(results: dict[str, dict[str, float]], steps: int) -> None:
+def print_real_data(results: dict[str, dict], steps: int, skip: int = 5) -> None:
     print(f"\n### Real data: Multi30K En→De training path, {steps} steps, Transformer-Tiny (d 128, 4+4 layers)\n")
-    print("| setup | pairs per batch (mean) | padding % | real tokens/s |")
-    print("|---|---:|---:|---:|")
+    print(f"| setup | pairs per batch (mean) | padding % | ms/step | real tokens/s | first {skip} steps s |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, r in results.items():
-        print(f"| {name} | {r['pairs per batch']} | {r['padding %']:.1f} | {r['tokens/s']:,.0f} |")
-    ours, marian = results.values()
+        print(
+            f"| {name} | {r['pairs per batch']} | {r['padding %']:.1f} | {r['ms/step']:.1f} | {r['tokens/s']:,.0f} "
+            f"| {r['first steps s']:.1f} |"
+        )
+    names = list(results)
+    ours, marian = results[names[0]], results[names[1]]
     ratio = ours["tokens/s"] / marian["tokens/s"]
+    goal = 1.5 if torch.cuda.is_available() else 3
     print(
-        f"\nours / Marian end to end: {ratio:.2f} (goal ≥ 1.5: {'met' if ratio >= 1.5 else 'not met'}); "
+        f"\nours / Marian end to end: {ratio:.2f} (goal ≥ {goal}: {'met' if ratio >= goal else 'not met'}); "
         f"our padding {ours['padding %']:.1f}% (goal < 5%: {'met' if ours['padding %'] < 5 else 'not met'})"
     )
+    if len(names) == 4:
+        best_ours = max(results[n]["tokens/s"] for n in names[0::2])
+        best_marian = max(results[n]["tokens/s"] for n in names[1::2])
+        print(f"best of each (compiled or not): {best_ours / best_marian:.2f}")
+    for name, r in results.items():
+        if r["profile"] is not None:
+            print_profile(name, r["profile"], r["profile steps"])
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", default=["tiny", "small", "base"], choices=list(SIZES))
     parser.add_argument("--dtypes", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, help="Rounds per figure (default: 3 synthetic, 1 real-data).")
     parser.add_argument("--train-batch", type=int, nargs=2, default=[64, 32], metavar=("PAIRS", "LENGTH"))
     parser.add_argument("--train-steps", type=int, default=3, help="Training steps timed together per round.")
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -393,18 +512,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=40, help="Real-data mode: training steps per setup.")
     parser.add_argument("--max-tokens", type=int, default=4096, help="Real-data mode: our token budget.")
     parser.add_argument("--vocab-size", type=int, default=10000, help="Real-data mode: joint BPE vocabulary.")
+    parser.add_argument("--compiled", action="store_true", help="Real-data mode: also both with torch_compile.")
+    parser.add_argument("--bf16", action="store_true", help="Real-data mode: bf16 autocast for both setups.")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS", help="Real-data mode: profile STEPS steps.")
     args = parser.parse_args(argv)
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {torch.get_num_threads()} threads"
     print(f"torch {torch.__version__}, {device}, attention: {args.attn}")
     if args.real_data:
-        print_real_data(real_data_paths(args.real_data, args.steps, args.max_tokens, args.vocab_size), args.steps)
+        rounds = args.rounds or 1
+        results = real_data_paths(
+            args.real_data, args.steps, args.max_tokens, args.vocab_size, rounds=rounds, compiled=args.compiled,
+            bf16=args.bf16, profile_steps=args.profile,
+        )  # fmt: skip
+        print(f"precision: {'bf16 autocast' if args.bf16 else 'fp32'} for both; {rounds} round(s), medians")
+        print_real_data(results, args.steps)
         return
     for size in args.sizes:
         for dtype in args.dtypes:
             shape = SIZES[size]
             train_batch = tuple(args.train_batch)
-            table = compare(shape, dtype, args.rounds, train_batch, args.train_steps, args.new_tokens, args.attn)
+            table = compare(shape, dtype, args.rounds or 3, train_batch, args.train_steps, args.new_tokens, args.attn)
             print_table(f"{size} {shape}, {dtype}, training batch {args.train_batch[0]} x {args.train_batch[1]}", table)
 
 

@@ -40,13 +40,17 @@ def test_synthetic_comparison_reports_every_metric_with_ratios():
 
 
 def test_real_data_mode_counts_padding_and_token_batches_pad_less(capsys):
-    results = compare_marian.real_data_paths(str(ROOT / "examples/tiny"), steps=7, max_tokens=512, vocab_size=120)
+    results = compare_marian.real_data_paths(
+        str(ROOT / "examples/tiny"), steps=7, max_tokens=512, vocab_size=120, profile_steps=1
+    )
     ours, marian = results.values()
     assert ours["pairs per batch"] == marian["pairs per batch"]
     assert 0 <= ours["padding %"] < marian["padding %"] < 100
     assert ours["tokens/s"] > 0 and marian["tokens/s"] > 0
     compare_marian.print_real_data(results, 7)
-    assert "ours / Marian end to end" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ours / Marian end to end" in out
+    assert "#### Profile: ours" in out and "aten::mm" in out  # the matrix products of the profiled step
 
 
 def test_serving_benchmark_prints_every_engine_with_bleu_and_speed(smoke_run, capsys):

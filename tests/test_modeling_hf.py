@@ -252,6 +252,42 @@ def test_training_skips_the_logits_of_unlabelled_positions_with_the_same_loss_an
         model(input_ids=input_ids, decoder_input_ids=labels.clamp(min=0), skip_logits=True)
 
 
+def test_a_training_step_traces_as_one_graph_and_gives_the_eager_loss_and_gradients():
+    """Nothing in forward + label-smoothed loss makes the host wait for the device: dynamo traces it as one graph
+    (fullgraph=True raises at any break) for padded batches of two lengths. Traced, the model projects every position
+    and lets the loss ignore the -100 labels (what runs on a GPU); eager on a CPU it projects the labelled rows only.
+    Both give the same loss and gradients."""
+    model = tiny_model(dropout=0.0).train()
+    compiled = torch.compile(model, backend="eager", fullgraph=True)
+    for source_length, target_length in ((7, 6), (11, 9)):
+        input_ids, attention_mask, labels = random_batch(source_length=source_length, target_length=target_length)
+        labels[0, -3:] = -100
+        batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1)
+        losses, gradients = [], []
+        for run in (model, compiled):
+            model.zero_grad()
+            loss = run(**batch).loss
+            loss.backward()
+            losses.append(loss.detach())
+            gradients.append({name: p.grad.clone() for name, p in model.named_parameters()})
+        torch.testing.assert_close(losses[1], losses[0], rtol=0, atol=1e-5)
+        for name, grad in gradients[0].items():
+            torch.testing.assert_close(gradients[1][name], grad, rtol=0, atol=1e-5, msg=name)
+
+
+def test_token_ids_are_read_where_that_is_free_and_generate_reads_its_input():
+    from vanilla_transformer.modeling_vanilla_transformer import check_token_ids
+
+    on_an_accelerator = torch.full((2, 3), 500, device="meta")  # stands for a GPU tensor: its values are not read
+    check_token_ids(on_an_accelerator, 99)
+    with pytest.raises(ValueError, match=r"Token id 500 in input_ids is outside the vocabulary"):
+        check_token_ids(torch.full((2, 3), 500), 99)  # on the CPU the values are at hand
+    with pytest.raises(ValueError, match=r"expected \(batch, length\)"):
+        check_token_ids(on_an_accelerator[0], 99)  # shapes and types are checked everywhere
+    with pytest.raises(ValueError, match=r"Token id 500"):
+        tiny_model().generate(torch.full((1, 3), 500), max_new_tokens=2)
+
+
 def test_trainer_label_smoothing_works_with_minus_100(tmp_path):
     tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
     model = tiny_model(vocab_size=len(tokenizer))

@@ -23,7 +23,7 @@ from training.hub import hub_files
 from training.report import run_table
 from training.train import main as train_main
 
-from .conftest import PAIRS, ROOT, SMOKE, translate
+from .conftest import PAIRS, ROOT, SMOKE, translate, word_tokenizer
 
 
 def shared_data() -> Path:
@@ -118,12 +118,51 @@ def test_bf16_is_on_by_default_only_where_the_hardware_computes_it(monkeypatch):
     def bf16_of(*flags: str) -> bool:
         return parse_arguments([*SMOKE, "--output_dir", "elsewhere", *flags])[-1].bf16
 
-    assert bf16_of() is False  # this CPU (and every CPU: bf16 is emulated there)
+    monkeypatch.setattr(training.arguments, "native_bf16", lambda: False)  # a CPU that emulates bf16
+    assert bf16_of() is False
     assert bf16_of("--bf16") is True
-    monkeypatch.setattr(training.arguments, "native_bf16", lambda: True)  # as on an Ampere or later GPU
+    monkeypatch.setattr(training.arguments, "native_bf16", lambda: True)  # an Ampere GPU, a CPU with AMX
     assert bf16_of() is True
     assert bf16_of("--bf16", "false") is False
     assert bf16_of("--fp16") is False
+
+
+def test_cpu_bf16_needs_the_instructions_and_a_probe_that_shows_it_faster(monkeypatch, tmp_path):
+    import training.arguments as arguments
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    probed = []
+    for flags, speedup, expected in (
+        (set(), 5.0, False),  # no bf16 instructions: emulated, never probed
+        ({"avx512_bf16"}, 1.7, True),  # the AMD EPYC of the issue
+        ({"amx_bf16"}, 0.9, False),  # the instructions, but the probe finds it slower
+    ):
+        monkeypatch.setattr(arguments, "cpu_bf16_instructions", lambda flags=flags: flags)
+        monkeypatch.setattr(arguments, "bf16_matmul_speedup", lambda s=speedup: probed.append(s) or s)
+        assert arguments.native_bf16() is expected
+    assert probed == [1.7, 0.9]
+    monkeypatch.undo()
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 amx_tile\n")
+    assert arguments.cpu_bf16_instructions(str(cpuinfo)) == {"avx512_bf16"}
+    assert arguments.cpu_bf16_instructions(str(tmp_path / "absent")) == set()
+    assert arguments.bf16_matmul_speedup(64, 32, 64) > 0
+
+
+def test_batches_take_few_shapes_under_torch_compile_and_workers_default_to_the_device(model):
+    from training.train import batch_collator
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    features = [tokenizer(source, text_target=target) for source, target in PAIRS[:3]]
+    for flags, multiple in (([], None), (["--torch_compile", "true"], 8)):
+        args = parse_arguments([*SMOKE, "--output_dir", "elsewhere", *flags])[-1]
+        batch = batch_collator(tokenizer, model, args)(features)
+        if multiple:
+            assert batch["input_ids"].shape[1] % 8 == 0 and batch["labels"].shape[1] % 8 == 0
+        else:
+            assert batch["input_ids"].shape[1] == max(len(f["input_ids"]) for f in features)
+    assert args.dataloader_num_workers == 0  # a CPU's cores train; a CUDA machine gets 2
+    assert parse_arguments([*SMOKE, "--dataloader_num_workers", "3"])[-1].dataloader_num_workers == 3
 
 
 def test_smoke_run_on_real_multi30k_pairs(tmp_path):

@@ -135,3 +135,13 @@ def test_translation_trainer_loss_is_the_trainers_label_smoothed_loss(tmp_path):
     count = int((batch["labels"] != -100).sum())
     halved = trainer.compute_loss(model, dict(batch), num_items_in_batch=2 * count)
     torch.testing.assert_close(halved, expected / 2, rtol=1e-5, atol=1e-6)
+
+
+def test_training_pairs_with_ids_outside_the_model_are_named_before_training():
+    from training.recipe import check_token_ids_fit
+
+    with pytest.raises(ValueError, match=r"Training pair 1: token id 120 in labels is outside .* \[0, 99\]"):
+        check_token_ids_fit([[5, 6], [7]], [[8], [120, 3]], vocab_size=100)
+    with pytest.raises(ValueError, match=r"Training pair 0: token id -5 in input_ids"):
+        check_token_ids_fit([[-5]], [[8]], vocab_size=100)
+    check_token_ids_fit([[5], []], [[8, -100], [3]], vocab_size=100)  # -100: a label without loss

@@ -13,6 +13,21 @@ from .batching import TokenBudgetBatchSampler
 from .schedule import inverse_sqrt_schedule
 
 
+def check_token_ids_fit(sources: list[list[int]], targets: list[list[int]], vocab_size: int) -> None:
+    """Every token id of the training pairs names a row of the model's embedding. Checked once, here, rather than
+    at every step: on a GPU, reading the ids of a batch makes the host wait for the device (see the model's
+    `check_token_ids`)."""
+    for column, rows in (("input_ids", sources), ("labels", targets)):
+        for row, ids in enumerate(rows):
+            outside = [i for i in (min(ids, default=0), max(ids, default=0)) if not 0 <= i < vocab_size and i != -100]
+            if outside:
+                bad = outside[0]
+                raise ValueError(
+                    f"Training pair {row}: token id {bad} in {column} is outside the model's vocabulary (ids must be "
+                    f"in [0, {vocab_size - 1}]): the tokenizer and the model do not match."
+                )
+
+
 class StartClock(TrainerCallback):
     """Starts the trainer's wall clock when training begins, from the time logged in the checkpoint if resumed."""
 
@@ -51,19 +66,21 @@ class TranslationTrainer(Seq2SeqTrainer):
     def get_train_dataloader(self) -> DataLoader:
         """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences."""
         dataset = self.train_dataset
+        sources, targets = dataset["input_ids"], dataset["labels"]
+        check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
         sampler = TokenBudgetBatchSampler(
-            [len(ids) for ids in dataset["input_ids"]],
-            [len(ids) for ids in dataset["labels"]],
-            max_tokens=self.args.max_tokens,
-            seed=self.args.seed,
+            [len(ids) for ids in sources], [len(ids) for ids in targets], self.args.max_tokens, self.args.seed
         )
         dataset = self._remove_unused_columns(dataset, description="training")
+        workers = self.args.dataloader_num_workers
         loader = DataLoader(
             dataset,
             batch_sampler=sampler,
             collate_fn=self.data_collator,
-            num_workers=self.args.dataloader_num_workers,
+            num_workers=workers,
             pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available(),
+            persistent_workers=workers > 0 and self.args.dataloader_persistent_workers,
+            prefetch_factor=self.args.dataloader_prefetch_factor if workers > 0 else None,
         )
         # Under several processes accelerate shards the batches: rank r gets batches r, r + n, r + 2n, ...
         return self.accelerator.prepare(loader)
