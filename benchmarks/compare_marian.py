@@ -43,9 +43,11 @@ from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrain
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from training.tokenizer import SPECIAL_IDS  # noqa: E402
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
 
-PAD, EOS, START = 0, 2, 0  # the ids training.tokenizer gives: <pad> 0, </s> 2; decoding starts from <pad>
+PAD, EOS = SPECIAL_IDS["<pad>"], SPECIAL_IDS["</s>"]  # the ids of the project's own vocabularies
+START = PAD  # decoding starts from <pad>, as in Marian
 
 
 @dataclass(frozen=True)

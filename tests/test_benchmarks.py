@@ -18,6 +18,9 @@ def test_both_models_have_the_same_shape_and_generate_the_same_number_of_tokens(
     ours, marian = models["ours"], models["Marian"]
     # Marian also holds two fixed sinusoidal tables (not trained); its final_logits_bias is a buffer.
     assert ours.num_parameters(only_trainable=True) == marian.num_parameters(only_trainable=True)
+    tokenizer_ids = compare_marian.SPECIAL_IDS
+    assert (compare_marian.PAD, compare_marian.EOS) == (tokenizer_ids["<pad>"], tokenizer_ids["</s>"])
+    assert ours.config.eos_token_id == marian.config.eos_token_id == compare_marian.EOS
     batch = compare_marian.random_batch(MICRO, 3, 8, seed=0)
     assert (batch["attention_mask"] == 0).any() and (batch["labels"] == -100).any()
     for model in models.values():

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -275,6 +276,13 @@ def test_report_tables_every_model_and_split_of_a_finished_run(smoke_run, tmp_pa
         run_table(tmp_path)
 
 
+def free_port() -> int:
+    """A port nobody listens on now, so that two test runs on one machine do not meet."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_two_processes_give_the_loss_of_one_and_only_rank_0_writes(tmp_path):
     common = [*SMOKE, "--dropout", "0", "--max_steps", "3", "--logging_steps", "1", "--save_strategy", "no"]
     common += ["--average_checkpoints", "0", "--per_device_eval_batch_size", "4", "--max_tokens", "256"]
@@ -283,7 +291,7 @@ def test_two_processes_give_the_loss_of_one_and_only_rank_0_writes(tmp_path):
         + ["--output_dir", str(tmp_path / "one")]
     )
     two = run_training(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517"]
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port())]
         + ["-m", "training.train", *common, "--output_dir", str(tmp_path / "two")]
     )
     logs = {name: process.communicate(timeout=300)[0] for name, process in (("one", one), ("two", two))}

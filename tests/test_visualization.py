@@ -124,6 +124,9 @@ def test_cli_writes_attention_and_positional_encoding_pictures(smoke_run, tmp_pa
     assert "source: " in printed and parameter_table() in printed
     for picture in (attention, tmp_path / "pe.png"):
         assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    too_deep = ["attention", "--model", str(folder), "--source", "a dog", "--layers", "0", "2", "--output", "x.png"]
+    with pytest.raises(SystemExit, match=r"Layers \[0, 2\]: the model has 2 layers, numbered 0 to 1"):
+        visualize_main(too_deep)
 
 
 def test_the_readmes_attention_by_hand_example_runs(smoke_run):

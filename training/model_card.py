@@ -7,7 +7,8 @@ from string import Template
 import torch
 import yaml
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "model_card.md"
+# The top-level model_card.md, linked into this package so that a wheel carries it (setuptools copies the file).
+TEMPLATE = Path(__file__).resolve().parent / "model_card.md"
 
 # What the card says about the corpora it knows; other data is described by its path or Hub name.
 KNOWN_DATASETS = {

@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "parameters":
         print(parameter_table(args.vocab_size))
         return
-    figure = FIGURES[args.command](args)
+    try:
+        figure = FIGURES[args.command](args)
+    except ValueError as error:  # a layer the model does not have, say: one line, not a traceback
+        raise SystemExit(f"error: {error}") from None
     figure.savefig(args.output, dpi=120)
     print(f"wrote {args.output}")
 

@@ -255,6 +255,10 @@ def plot_attention(maps: AttentionMaps, kind: str = "cross", layers: list[int] |
         future = torch.ones(weights.shape[-2:], dtype=torch.bool).triu(diagonal=1)
         weights = weights.masked_fill(future, float("nan"))
     layers = list(range(weights.shape[0])) if layers is None else layers
+    if not all(0 <= layer < weights.shape[0] for layer in layers):
+        raise ValueError(
+            f"Layers {layers}: the model has {weights.shape[0]} layers, numbered 0 to {weights.shape[0] - 1}."
+        )
     heads = weights.shape[1]
     queries, keys = maps.axis_tokens(kind)
     plt = pyplot()
