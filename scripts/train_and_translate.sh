@@ -17,8 +17,12 @@ sentences=("$@")
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q torch==2.13.0   # an unpinned torch would pull several GB of CUDA packages
-python -m pip install -q -e .
+python -m pip install -q -e ".[viz]"   # viz: the training curves and attention pictures of the README
 
 output="runs/$(basename "$config" .yaml)"
-python -m training.train --config "$config" --output_dir "$output"
+if [ -f "$output/results.json" ]; then   # written when a run has finished: reuse it, do not train or evaluate again
+    echo "Translating with the finished run in $output (remove the folder to train it again)."
+else
+    python -m training.train --config "$config" --output_dir "$output"
+fi
 python -m training.translate --model "$output" "${sentences[@]}"

@@ -74,6 +74,9 @@ PAIRS = [
 
 
 ROOT = Path(__file__).resolve().parent.parent
+# A deadline for the training runs that tests start as subprocesses: they take ~20 s on an idle 2-core machine, and a
+# loaded one was seen 15 times slower; the deadline only stops a run that hangs.
+SUBPROCESS_DEADLINE_S = 1800
 SMOKE = ["--config", str(ROOT / "training/configs/smoke.yaml"), "--data_dir", str(ROOT / "examples/tiny")]
 
 

@@ -11,6 +11,7 @@ from vanilla_transformer import (
     sinusoidal_positional_encoding,
 )
 from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
+from vanilla_transformer.visualization import parameter_breakdown
 
 from .conftest import random_batch, tiny_model
 
@@ -205,7 +206,7 @@ def test_parameter_count_matches_the_formulas_and_the_paper(preset, paper_millio
     config = VanillaTransformerConfig(vocab_size=37000) if preset == "base" else VanillaTransformerConfig.big()
     with torch.device("meta"):
         model = VanillaTransformerForConditionalGeneration(config)
-    breakdown = model.parameter_breakdown()
+    breakdown = parameter_breakdown(model)
     expected = formula_count(config)
     assert {k: v for k, v in breakdown.items() if k != "total"} == expected
     assert breakdown["total"] == sum(expected.values()) == sum(p.numel() for p in model.parameters())
@@ -214,7 +215,7 @@ def test_parameter_count_matches_the_formulas_and_the_paper(preset, paper_millio
 
 def test_pre_ln_counts_its_final_layer_norms():
     model = tiny_model(layer_norm_position="pre")
-    breakdown = model.parameter_breakdown()
+    breakdown = parameter_breakdown(model)
     assert breakdown["encoder layer norms"] == 2 * 2 * 128 + 128
     assert breakdown["decoder layer norms"] == 2 * 3 * 128 + 128
     assert breakdown["total"] == sum(p.numel() for p in model.parameters())

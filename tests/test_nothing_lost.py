@@ -16,7 +16,7 @@ from training.average_checkpoints import main as average_main
 from training.data import CorpusError, load_parallel_corpus
 from training.train import load_or_train_tokenizer
 
-from .conftest import ROOT, SMOKE
+from .conftest import ROOT, SMOKE, SUBPROCESS_DEADLINE_S
 
 
 def listing(folder: Path) -> dict[str, int]:
@@ -60,7 +60,7 @@ def test_averaging_replaces_an_earlier_averaged_model_and_a_failure_keeps_it(run
 
 def run(command: list[str], **environment: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", **environment}
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=SUBPROCESS_DEADLINE_S)
 
 
 # Trainer._save_checkpoint writes the model, then the optimizer and scheduler, then trainer_state.json: dying in
@@ -83,6 +83,7 @@ cli()
 """
 
 
+@pytest.mark.slow
 def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_one(tmp_path):
     output = tmp_path / "run"
     arguments = [*SMOKE, "--output_dir", str(output), "--max_steps", "40", "--save_steps", "10"]

@@ -24,7 +24,7 @@ from training.hub import hub_files
 from training.report import run_table
 from training.train import main as train_main
 
-from .conftest import PAIRS, ROOT, SMOKE, translate, word_tokenizer
+from .conftest import PAIRS, ROOT, SMOKE, SUBPROCESS_DEADLINE_S, translate, word_tokenizer
 
 
 def shared_data() -> Path:
@@ -102,6 +102,19 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
 def test_bad_arguments_end_in_one_line_naming_the_value_before_any_work(flags, message):
     with pytest.raises(SystemExit, match=re.escape(f"error: {SMOKE[1]} with the command line: {message}")):
         parse_arguments([*SMOKE, *flags])
+
+
+def test_help_describes_the_command_and_trainer_settings_the_recipe_replaces_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        parse_arguments(["--help"])
+    printed = capsys.readouterr().out
+    assert printed.startswith("usage: vt-train") and "--config FILE" in printed and "Hub-ready" in printed
+    with pytest.raises(SystemExit, match=r"--per_device_train_batch_size has no effect here: .*--max_tokens"):
+        parse_arguments([*SMOKE, "--per_device_train_batch_size", "8"])
+    config = tmp_path / "run.yaml"
+    config.write_text("lr_scheduler_type: cosine\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"--lr_scheduler_type has no effect here: .*§5.3"):
+        parse_arguments(["--config", str(config)])
 
 
 def test_a_misspelled_config_setting_names_the_file_and_the_setting(tmp_path):
@@ -230,12 +243,13 @@ def run_training(args: list[str], **kwargs) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     output = tmp_path / "run"
     command = [sys.executable, "-m", "training.train", *SMOKE, "--output_dir", str(output)]
-    command += ["--max_steps", "200", "--save_steps", "10", "--average_checkpoints", "0", "--max_eval_samples", "2"]
+    command += ["--max_steps", "60", "--save_steps", "10", "--average_checkpoints", "0", "--max_eval_samples", "2"]
     process = run_training(command)
-    deadline = time.time() + 120
+    deadline = time.time() + SUBPROCESS_DEADLINE_S
     while not (output / "checkpoint-20" / "trainer_state.json").exists():
         assert process.poll() is None and time.time() < deadline, process.communicate()[0][-3000:]
         time.sleep(0.02)
@@ -243,14 +257,14 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     process.wait()
     assert not (output / "model.safetensors").exists(), "the run finished before it could be killed"
     killed_at = max(int(p.name.split("-")[1]) for p in output.glob("checkpoint-*"))
-    assert killed_at < 200
+    assert killed_at < 60
 
     resumed = run_training(command)
-    log = resumed.communicate(timeout=300)[0]
+    log = resumed.communicate(timeout=SUBPROCESS_DEADLINE_S)[0]
     assert resumed.returncode == 0, log[-3000:]
     assert f"Resuming from {output / f'checkpoint-{killed_at}'}" in log
-    state = json.loads((output / "checkpoint-200" / "trainer_state.json").read_text())
-    assert state["global_step"] == 200
+    state = json.loads((output / "checkpoint-60" / "trainer_state.json").read_text())
+    assert state["global_step"] == 60
     # The wall clock of the log goes on from the checkpoint's instead of starting again at 0.
     clock = [entry["elapsed_s"] for entry in state["log_history"] if "elapsed_s" in entry]
     assert len(clock) == len(state["log_history"]) and clock == sorted(clock)
@@ -283,6 +297,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_loss_of_one_and_only_rank_0_writes(tmp_path):
     common = [*SMOKE, "--dropout", "0", "--max_steps", "3", "--logging_steps", "1", "--save_strategy", "no"]
     common += ["--average_checkpoints", "0", "--per_device_eval_batch_size", "4", "--max_tokens", "256"]
@@ -294,7 +309,9 @@ def test_two_processes_give_the_loss_of_one_and_only_rank_0_writes(tmp_path):
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port())]
         + ["-m", "training.train", *common, "--output_dir", str(tmp_path / "two")]
     )
-    logs = {name: process.communicate(timeout=300)[0] for name, process in (("one", one), ("two", two))}
+    logs = {
+        name: process.communicate(timeout=SUBPROCESS_DEADLINE_S)[0] for name, process in (("one", one), ("two", two))
+    }
     for name, process in (("one", one), ("two", two)):
         assert process.returncode == 0, logs[name][-4000:]
     assert logs["two"].count("== training summary ==") == 1  # only rank 0 reports and writes the folder

@@ -169,6 +169,14 @@ def bf16_matmul_speedup(rows: int = 2048, inner: int = 256, columns: int = 2048)
     return best_time(torch.float32) / best_time(torch.bfloat16)
 
 
+# Trainer settings that the recipe replaces: given, they would be silently ignored.
+REPLACED_BY_THE_RECIPE = {
+    "per_device_train_batch_size": "training batches hold --max_tokens padded tokens per side (§5.1), not a number "
+    "of sentences.",
+    "lr_scheduler_type": "the rate follows §5.3 (linear warmup over --warmup_steps, then inverse square root); "
+    "set its peak with --learning_rate or --lr_scale.",
+}
+
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, VocabularyArguments, TranslationTrainingArguments)
 
 
@@ -198,7 +206,16 @@ def parse_arguments(argv: list[str] | None = None):
     """(model, data, vocabulary, training) arguments from `--config FILE` and/or flags; flags win. Every value is
     checked here, before any data is read: a bad one ends the run with one line naming it (and the config file)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = HfArgumentParser(ARGUMENT_CLASSES, exit_on_error=False)
+    parser = HfArgumentParser(
+        ARGUMENT_CLASSES,
+        exit_on_error=False,
+        prog="vt-train",
+        description="Train (or fine-tune) the Transformer of 'Attention Is All You Need' with the paper's recipe, "
+        "evaluate it and write a Hub-ready model folder. The model, data and vocabulary settings come first, then "
+        "all of Seq2SeqTrainingArguments; the recipe's own training settings (--max_tokens, --lr_scale, --num_beams, "
+        "--average_checkpoints, ...) close the list, before --config.",
+    )
+    parser.add_argument("--config", metavar="FILE", help="A YAML file of settings (flags on the command line win).")
     settings, config = {}, None
     if "--config" in argv:
         at = argv.index("--config")
@@ -215,9 +232,14 @@ def parse_arguments(argv: list[str] | None = None):
             )
             raise SystemExit(f"error: {config}: unknown setting(s) {hints}; `vt-train --help` lists them all.")
     given = {flag.split("=")[0].removeprefix("--") for flag in argv if flag.startswith("--")}
+    ignored = sorted((given | set(settings)) & set(REPLACED_BY_THE_RECIPE))
+    if ignored:
+        name = ignored[0]
+        raise SystemExit(f"error: --{name} has no effect here: {REPLACED_BY_THE_RECIPE[name]}")
     if given & set(DATA_SOURCES):  # a data source on the command line replaces the config's, not joins it
         settings = {name: value for name, value in settings.items() if name not in DATA_SOURCES}
     try:
-        return parser.parse_args_into_dataclasses(args=to_flags(settings) + argv)
+        # The last item would be the namespace of --config, which was read above: only the dataclasses are returned.
+        return tuple(parser.parse_args_into_dataclasses(args=to_flags(settings) + argv)[: len(ARGUMENT_CLASSES)])
     except (argparse.ArgumentError, ValueError) as error:  # a malformed value, or one a dataclass refused
         raise SystemExit(f"error: {f'{config} with the command line: ' if config else ''}{error}") from None

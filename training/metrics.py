@@ -1,7 +1,8 @@
 """BLEU and chrF with sacreBLEU, plus the tokenized, lowercased BLEU that Multi30K papers report.
 
 `evaluate.load("sacrebleu")` is a thin wrapper around these same sacrebleu calls that fetches its script from the
-Hub, so it fails offline; calling sacrebleu directly gives the same numbers (and signature) online and offline.
+Hub, so it fails offline; calling sacrebleu directly gives the same numbers (and signature) online and offline, and
+the project does not depend on `evaluate`.
 """
 
 from collections.abc import Callable, Sequence

@@ -32,7 +32,8 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
-from transformers.utils import can_return_tuple, is_torchdynamo_compiling, logging
+from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdynamo_compiling, logging
+from typing_extensions import Unpack
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 
@@ -457,7 +458,7 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# transformers integration: weights, initialisation, parameter accounting
+# transformers integration: weights and initialisation
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -497,36 +498,6 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             module_path, _, name = target.rpartition(".")
             setattr(self.get_submodule(module_path), name, self.get_parameter(source))
 
-    def parameter_breakdown(self) -> dict[str, int]:
-        """Trainable parameters per component, each shared tensor counted once; the last entry is the total.
-
-        Components: embeddings (V·D, shared by encoder, decoder and pre-softmax projection when tied, §3.4),
-        attention blocks (4·D² + 4·D each: W^Q, W^K, W^V, W^O and their biases), FFNs (2·D·d_ff + d_ff + D),
-        LayerNorms (2·D each).
-        """
-        counts: dict[str, int] = {}
-        seen: set[int] = set()
-
-        def add(component: str, module: nn.Module) -> None:
-            for parameter in module.parameters():
-                if id(parameter) not in seen:
-                    seen.add(id(parameter))
-                    counts[component] = counts.get(component, 0) + parameter.numel()
-
-        for name, module in self.named_modules():
-            stack = "decoder" if ".decoder." in f".{name}." else "encoder"
-            if isinstance(module, nn.Embedding) or name.endswith("lm_head"):
-                add("embeddings", module)
-            elif isinstance(module, VanillaTransformerAttention):
-                kind = "cross-attention" if name.endswith("encoder_attn") else "self-attention"
-                add(f"{stack} {kind}", module)
-            elif isinstance(module, VanillaTransformerFeedForward):
-                add(f"{stack} feed-forward", module)
-            elif isinstance(module, nn.LayerNorm):
-                add(f"{stack} layer norms", module)
-        counts["total"] = sum(counts.values())
-        return counts
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # §3.1 The encoder and decoder stacks
@@ -562,7 +533,7 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
         hidden_states = self.embeddings(input_ids, inputs_embeds)  # (B, S, D)
         check_attention_mask(attention_mask, hidden_states.shape[:2], "attention_mask")
@@ -610,7 +581,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
@@ -747,7 +718,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError(
@@ -862,7 +833,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         num_items_in_batch: int | torch.Tensor | None = None,
         label_smoothing: float = 0.0,
         skip_logits: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, target_length)`): target token ids, -100 where no loss
