@@ -54,6 +54,8 @@ def test_smoke_run_writes_a_hub_ready_folder_that_translates(smoke_run):
     ]
     config = json.loads((output / "config.json").read_text())
     assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("VanillaTransformerForConditionalGeneration")
+    assert config.get("use_cache", True) and "use_cache" not in (output / "README.md").read_text()  # decodes cached
+    assert set(report["summary"]["validation_bleu"]) == set(report["results"])  # each model's score, named
     generation = json.loads((output / "generation_config.json").read_text())
     assert generation["num_beams"] == 4 and generation["length_penalty"] == 0.6
     assert generation["max_length_beyond_source"] == 50 and "max_length" not in generation
@@ -371,5 +373,5 @@ def test_publish_uploads_exactly_the_hub_files(smoke_run, monkeypatch):
     assert calls[1] == ("create_repo", "me/model", {"repo_type": "model", "private": False, "exist_ok": True})
     upload = calls[2][1]
     assert upload["repo_id"] == "me/model" and upload["folder_path"] == str(folder)
-    assert upload["allow_patterns"] == hub_files(folder)
-    assert not any(name.startswith(("checkpoint-", "averaged")) for name in upload["allow_patterns"])
+    assert upload["ignore_patterns"] == training.hub.NOT_PUBLISHED
+    assert not any(name.startswith(("checkpoint-", "averaged", "runs/")) for name in hub_files(folder))

@@ -6,10 +6,11 @@ resuming from it crashes on every restart. transformers' `get_last_checkpoint` p
 newest; `newest_complete_checkpoint` passes over it, says so, and takes the one before.
 """
 
-import json
 import logging
 import re
 from pathlib import Path
+
+from transformers import TrainerState
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +29,10 @@ def why_incomplete(checkpoint: Path) -> str | None:
     if not (checkpoint / WEIGHTS).is_file():
         return f"no {WEIGHTS}"
     try:
-        json.loads((checkpoint / TRAINER_STATE).read_text(encoding="utf-8"))
+        TrainerState.load_from_json(str(checkpoint / TRAINER_STATE))
     except FileNotFoundError:
         return f"no {TRAINER_STATE}"
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, TypeError) as error:
         return f"{TRAINER_STATE} cannot be read: {error}"
     return None
 

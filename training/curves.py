@@ -8,9 +8,9 @@ entry with `elapsed_s`, the seconds since training began.
 """
 
 import argparse
-import json
 from pathlib import Path
 
+from transformers import TrainerState
 from transformers.trainer_utils import get_last_checkpoint
 
 
@@ -19,7 +19,7 @@ def read_log_history(run_dir: str | Path) -> list[dict]:
     checkpoint = get_last_checkpoint(str(run_dir)) if Path(run_dir).is_dir() else None
     if checkpoint is None:
         raise FileNotFoundError(f"{run_dir}: no checkpoint-* folder with a trainer_state.json to read the log from.")
-    history = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))["log_history"]
+    history = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json")).log_history
     timed = [entry for entry in history if "elapsed_s" in entry]
     if not timed:
         raise ValueError(f"{checkpoint}: the log has no elapsed_s (trained before TranslationTrainer stamped it).")

@@ -7,18 +7,29 @@ the finished folder once, with the card rendered from `model_card.md`, and leave
 import copy
 import json
 import shutil
-from fnmatch import fnmatch
 from pathlib import Path
 
 from huggingface_hub import HfApi
+from huggingface_hub.utils import filter_repo_objects
 from transformers import PreTrainedModel
 
 from vanilla_transformer import pipeline_vanilla_transformer
 
 from .tokenizer import VOCABULARY_RECORD
 
-# Inside a run's output folder but not part of the model: checkpoints, logs, Trainer state.
-NOT_PUBLISHED = ("checkpoint-*", "runs", "averaged", "*.bin", "trainer_state.json", "*.log", ".*", VOCABULARY_RECORD)
+# Inside a run's output folder but not part of the model: checkpoints, logs, Trainer state. huggingface_hub's
+# patterns: fnmatch on the path inside the folder ("*" also crosses "/"; a trailing "/" means the whole folder).
+NOT_PUBLISHED = [
+    "checkpoint-*/",
+    "runs/",
+    "averaged/",
+    "*.bin",
+    "trainer_state.json",
+    "*.log",
+    ".*",
+    "*/.*",
+    VOCABULARY_RECORD,
+]
 
 
 def ship_translation_pipeline(model: PreTrainedModel, folder: str | Path) -> None:
@@ -42,14 +53,11 @@ def make_tokenizer_config_portable(folder: str | Path) -> None:
 
 
 def hub_files(folder: str | Path) -> list[str]:
-    """The files (relative paths, sorted) that `publish` uploads from `folder`."""
+    """The files (relative paths, sorted) that `publish` uploads from `folder`, chosen by huggingface_hub's own
+    pattern matching."""
     folder = Path(folder)
-    files = []
-    for path in folder.rglob("*"):
-        relative = path.relative_to(folder)
-        if path.is_file() and not any(fnmatch(part, pattern) for part in relative.parts for pattern in NOT_PUBLISHED):
-            files.append(relative.as_posix())
-    return sorted(files)
+    files = [path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()]
+    return sorted(filter_repo_objects(files, ignore_patterns=NOT_PUBLISHED))
 
 
 def publish(folder: str | Path, repo_id: str, token: str | None = None, private: bool = False) -> str:
@@ -59,7 +67,7 @@ def publish(folder: str | Path, repo_id: str, token: str | None = None, private:
     commit = api.upload_folder(
         repo_id=repo_id,
         folder_path=str(folder),
-        allow_patterns=hub_files(folder),
+        ignore_patterns=NOT_PUBLISHED,
         commit_message="Upload vanilla Transformer trained with training.train",
     )
     return str(commit)

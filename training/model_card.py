@@ -5,7 +5,7 @@ from pathlib import Path
 from string import Template
 
 import torch
-import yaml
+from huggingface_hub import EvalResult, ModelCardData
 
 # The top-level model_card.md, linked into this package so that a wheel carries it (setuptools copies the file).
 TEMPLATE = Path(__file__).resolve().parent / "model_card.md"
@@ -29,22 +29,23 @@ def hardware_description() -> str:
     return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
-def model_index(name: str, task_languages: tuple[str, str], dataset: str, results: dict[str, dict]) -> list[dict]:
-    """The Hub's model-index metadata: one entry per evaluated split, with BLEU and chrF."""
+def evaluation_results(task_languages: tuple[str, str], dataset: str, results: dict[str, dict]) -> list[EvalResult]:
+    """The Hub's model-index entries: BLEU and chrF of every evaluated split."""
     source, target = task_languages
-    entries = []
-    for split, scores in results.items():
-        entries.append(
-            {
-                "task": {"type": "translation", "name": f"Translation {source}-{target}"},
-                "dataset": {"type": dataset, "name": dataset, "split": split},
-                "metrics": [
-                    {"type": "bleu", "value": round(scores["bleu"], 2), "name": "sacreBLEU"},
-                    {"type": "chrf", "value": round(scores["chrf"], 2), "name": "chrF"},
-                ],
-            }
+    return [
+        EvalResult(
+            task_type="translation",
+            task_name=f"Translation {source}-{target}",
+            dataset_type=dataset,
+            dataset_name=dataset,
+            dataset_split=split,
+            metric_type=metric,
+            metric_name=label,
+            metric_value=round(scores[metric], 2),
         )
-    return [{"name": name, "results": entries}]
+        for split, scores in results.items()
+        for metric, label in (("bleu", "sacreBLEU"), ("chrf", "chrF"))
+    ]
 
 
 def score_cells(scores: dict) -> str:
@@ -73,20 +74,21 @@ def render_model_card(
 ) -> str:
     """The card as markdown with YAML front matter; `results` maps split -> translation_scores()."""
     name = repo_id.split("/")[-1]
-    front_matter = {
-        "language": [source_lang, target_lang],
-        "license": "apache-2.0",
-        "library_name": "transformers",
-        "pipeline_tag": "translation",
-        "tags": ["translation", "vanilla-transformer", "attention-is-all-you-need"],
-        "datasets": [dataset],
-        "metrics": ["bleu", "chrf"],
-        "model-index": model_index(name, (source_lang, target_lang), dataset, results),
-    }
+    front_matter = ModelCardData(
+        language=[source_lang, target_lang],
+        license="apache-2.0",
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=["translation", "vanilla-transformer", "attention-is-all-you-need"],
+        datasets=[dataset],
+        metrics=["bleu", "chrf"],
+        model_name=name,
+        eval_results=evaluation_results((source_lang, target_lang), dataset, results),
+    )
     description = next((text for key, text in KNOWN_DATASETS.items() if key in dataset.lower()), f"`{dataset}`.")
     first = next(iter(results.values()), {})
     fields = {
-        "front_matter": yaml.safe_dump(front_matter, sort_keys=False, allow_unicode=True).strip(),
+        "front_matter": front_matter.to_yaml(),
         "model_name": name,
         "repo_id": repo_id,
         "source_lang": source_lang,

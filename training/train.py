@@ -9,7 +9,6 @@ The same command runs under `torchrun` or `accelerate launch` on several GPUs or
 import hashlib
 import json
 import logging
-import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -156,7 +155,7 @@ def run_summary(trainer: TranslationTrainer, runtime_s: float, tokenized, result
         "epochs": round(trainer.state.epoch or 0, 2),
         "wall_time_s": round(trained_before_s + time.time() - started, 1),
         "train_tokens_per_s": round(tokens_per_epoch * (trainer.state.epoch or 0) / (trained_before_s + runtime_s)),
-        "best_validation_bleu": max((r["validation"]["bleu"] for r in results.values()), default=math.nan),
+        "validation_bleu": {model: r["validation"]["bleu"] for model, r in results.items()},
         "shipped_model": list(results)[-1],
         "output_dir": trainer.args.output_dir,
         "loss_history": [
@@ -167,10 +166,15 @@ def run_summary(trainer: TranslationTrainer, runtime_s: float, tokenized, result
     }
 
 
+# Config entries that describe the code or the runtime, not the model the card documents.
+NOT_HYPERPARAMETERS = ("auto_map", "architectures", "custom_pipelines", "use_cache")
+
+
 def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, results: dict, summary: dict) -> None:
     """The Hub-ready folder: model, tokenizer, code, generation config, the filled-in card and results.json."""
     model_args, data_args, vocab_args, args = arguments
     output_dir = Path(args.output_dir)
+    trainer.model.config.use_cache = True  # the Trainer turned the cache off for training; the model decodes with it
     ship_translation_pipeline(trainer.model, output_dir)
     trainer.save_model(str(output_dir))
     make_tokenizer_config_portable(output_dir)
@@ -184,7 +188,7 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
         dataset=data_args.dataset_name or data_args.data_dir or data_args.train_file,
         results=results[summary["shipped_model"]],
         hyperparameters={
-            **{k: v for k, v in config.items() if k not in ("auto_map", "architectures", "custom_pipelines")},
+            **{k: v for k, v in config.items() if k not in NOT_HYPERPARAMETERS},
             **{k: getattr(args, k) for k in (*training, "label_smoothing_factor", "seed")},
             "steps": summary["steps"],
             "vocabulary": vocabulary,
@@ -248,7 +252,7 @@ def print_summary(summary: dict, results: dict) -> None:
     lines = [
         f"steps: {summary['steps']} ({summary['epochs']} epochs) in {summary['wall_time_s']:.0f} s",
         f"training tokens/s (source + target, no padding): {summary['train_tokens_per_s']:,}",
-        f"best validation BLEU: {summary['best_validation_bleu']:.2f}",
+        "validation BLEU: " + ", ".join(f"{model} {bleu:.2f}" for model, bleu in summary["validation_bleu"].items()),
         *(f"{split}: BLEU {s['bleu']:.2f}, chrF {s['chrf']:.2f}" for split, s in results.items()),
         f"model ({summary['shipped_model']}): {summary['output_dir']}",
     ]
