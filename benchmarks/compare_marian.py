@@ -407,6 +407,7 @@ def real_data_paths(
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
     from training.arguments import TranslationTrainingArguments
+    from training.batching import TokenBudgetBatchSampler
     from training.data import DataArguments, load_parallel_corpus, tokenize_corpus
     from training.recipe import TranslationTrainer
     from training.tokenizer import VocabularySettings, train_tokenizer
@@ -433,9 +434,9 @@ def real_data_paths(
         use_cpu=not torch.cuda.is_available(),
     )
     with tempfile.TemporaryDirectory() as output_dir:
-        probe_args = TranslationTrainingArguments(output_dir=output_dir, max_tokens=max_tokens, **common)
-        probe = TranslationTrainer(build_models(shape)["ours"], probe_args, train_dataset=tokenized)
-        pairs = round(len(tokenized) / len(probe.get_train_dataloader()))  # Marian's batches: the same mean size
+        lengths = [[len(ids) for ids in tokenized[side]] for side in ("input_ids", "labels")]
+        our_batches = TokenBudgetBatchSampler(*lengths, max_tokens)
+        pairs = round(len(tokenized) / len(our_batches))  # Marian's batches: the same mean size
 
         def make_trainer(name: str, compile_: bool):
             model = build_models(shape, dropout=0.3)[name]
@@ -464,8 +465,8 @@ def real_data_paths(
                 runs[name].append(time_training_path(make_trainer(model_name, compile_), skip, profiling))
     results = {}
     for name, measured in runs.items():
-        figures = {key: statistics.median(run[key] for run in measured) for key in ("padding %", "tokens/s", "ms/step")}
-        figures["first steps s"] = statistics.median(run["first steps s"] for run in measured)
+        medians = ("padding %", "tokens/s", "ms/step", "first steps s")
+        figures = {key: statistics.median(run[key] for run in measured) for key in medians}
         results[name] = {
             "pairs per batch": pairs,
             **figures,

@@ -3,6 +3,7 @@
 import sys
 
 import torch
+from transformers import AutoTokenizer
 
 from .conftest import ROOT
 
@@ -13,13 +14,13 @@ import compare_marian  # noqa: E402
 MICRO = compare_marian.Shape(d_model=32, layers=1, heads=2, ffn_dim=64, vocab_size=100)
 
 
-def test_both_models_have_the_same_shape_and_generate_the_same_number_of_tokens():
+def test_both_models_have_the_same_shape_and_generate_the_same_number_of_tokens(smoke_run):
     models = compare_marian.build_models(MICRO)
     ours, marian = models["ours"], models["Marian"]
     # Marian also holds two fixed sinusoidal tables (not trained); its final_logits_bias is a buffer.
     assert ours.num_parameters(only_trainable=True) == marian.num_parameters(only_trainable=True)
-    tokenizer_ids = compare_marian.SPECIAL_IDS
-    assert (compare_marian.PAD, compare_marian.EOS) == (tokenizer_ids["<pad>"], tokenizer_ids["</s>"])
+    trained = AutoTokenizer.from_pretrained(smoke_run[0])  # a vocabulary that training.train made
+    assert (compare_marian.PAD, compare_marian.EOS) == (trained.pad_token_id, trained.eos_token_id)
     assert ours.config.eos_token_id == marian.config.eos_token_id == compare_marian.EOS
     batch = compare_marian.random_batch(MICRO, 3, 8, seed=0)
     assert (batch["attention_mask"] == 0).any() and (batch["labels"] == -100).any()

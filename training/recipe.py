@@ -19,13 +19,12 @@ def check_token_ids_fit(sources: list[list[int]], targets: list[list[int]], voca
     `check_token_ids`)."""
     for column, rows in (("input_ids", sources), ("labels", targets)):
         for row, ids in enumerate(rows):
-            outside = [i for i in (min(ids, default=0), max(ids, default=0)) if not 0 <= i < vocab_size and i != -100]
-            if outside:
-                bad = outside[0]
-                raise ValueError(
-                    f"Training pair {row}: token id {bad} in {column} is outside the model's vocabulary (ids must be "
-                    f"in [0, {vocab_size - 1}]): the tokenizer and the model do not match."
-                )
+            for token in (min(ids, default=0), max(ids, default=0)):  # -100: a label that has no loss
+                if not (0 <= token < vocab_size or token == -100):
+                    raise ValueError(
+                        f"Training pair {row}: token id {token} in {column} is outside the model's vocabulary "
+                        f"(ids must be in [0, {vocab_size - 1}]): the tokenizer and the model do not match."
+                    )
 
 
 class StartClock(TrainerCallback):
