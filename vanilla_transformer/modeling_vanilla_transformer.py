@@ -696,8 +696,6 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self._tied_weights_keys = {
                 "decoder.embeddings.embed_tokens.weight": "encoder.embeddings.embed_tokens.weight"
             }
-            # Named as not saved, so that the Trainer, resuming from a checkpoint, ties them instead of warning.
-            self._keys_to_ignore_on_save = set(self._tied_weights_keys)
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -775,7 +773,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             # §3.4: "... and the pre-softmax linear transformation". Tie to the tensor that is saved.
             stack = "encoder" if config.share_encoder_decoder_embeddings else "decoder"
             self._tied_weights_keys = {"lm_head.weight": f"model.{stack}.embeddings.embed_tokens.weight"}
-            self._keys_to_ignore_on_save = set(self._tied_weights_keys)  # as in VanillaTransformerModel
         self.post_init()
 
     def get_encoder(self) -> VanillaTransformerEncoder:
