@@ -152,9 +152,16 @@ def timed(step: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+def training_loss(model: PreTrainedModel, batch: dict) -> torch.Tensor:
+    """The loss as each Trainer asks for it: ours without logits (TranslationTrainer.compute_loss), Marian's plainly."""
+    if isinstance(model, VanillaTransformerForConditionalGeneration):
+        return model(**batch, skip_logits=True).loss
+    return model(**batch).loss
+
+
 def train_step(model: PreTrainedModel, optimizer: torch.optim.Optimizer, batch: dict, dtype: str) -> None:
     with autocast(dtype):
-        loss = model(**batch).loss
+        loss = training_loss(model, batch)
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -170,7 +177,7 @@ def saved_activation_bytes(model: PreTrainedModel, batch: dict, dtype: str) -> i
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor), autocast(dtype):
-        loss = model(**batch).loss
+        loss = training_loss(model, batch)
     loss.backward()
     model.zero_grad(set_to_none=True)
     return sum(storages.values())

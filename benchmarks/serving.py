@@ -7,7 +7,7 @@ identical shapes; BLEU and sentences per second on a test set.
 
 Every engine translates the same sentences in the same batches (`--batch-size`, in input order) with beam 4 and
 length penalty 0.6 (or the folder's generation settings), on `--threads` CPU threads (torch and CTranslate2 alike),
-through `training.translate`'s engines, so the tokenizer and the output limit (source length + 50) are the same.
+through `tools.translate`'s engines, so the tokenizer and the output limit (source length + 50) are the same.
 
 MarianMTModel cannot hold this model's weights when it is pre-LN (Marian is post-LN only), so its row times a
 randomly initialised MarianMTModel of the same shape (d_model, layers, heads, FFN width, vocabulary) made to produce,
@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare_marian import Shape, build_models  # noqa: E402
 
+from tools.translate import ENGINES, batches, parse_arguments, translate_batch  # noqa: E402
 from training.metrics import translation_scores  # noqa: E402
 from training.text_files import read_lines  # noqa: E402
-from training.translate import ENGINES, batches, parse_arguments, translate_batch  # noqa: E402
 from vanilla_transformer.export import export_ctranslate2  # noqa: E402
 
 
@@ -46,7 +46,7 @@ def timed(translate: Callable[[list[str]], list[str]], sources: list[str], batch
 
 
 def engine(model: str, *flags: str) -> Callable[[list[str]], list[str]]:
-    """An engine of training.translate, set up exactly as the vt-translate command line would."""
+    """An engine of tools.translate, set up exactly as the vt-translate command line would."""
     args = parse_arguments(["--model", model, "--device", "cpu", *flags])
     return ENGINES[args.engine](args)
 

@@ -25,4 +25,4 @@ if [ -f "$output/results.json" ]; then   # written when a run has finished: reus
 else
     python -m training.train --config "$config" --output_dir "$output"
 fi
-python -m training.translate --model "$output" "${sentences[@]}"
+python -m tools.translate --model "$output" "${sentences[@]}"

@@ -5,7 +5,7 @@ import sys
 import torch
 from transformers import AutoTokenizer
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

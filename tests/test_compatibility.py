@@ -7,9 +7,6 @@ Seq2SeqTrainer steps.
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -23,9 +20,9 @@ from transformers import (
     pipeline,
 )
 
-import vanilla_transformer  # noqa: F401  (registers the model type and, on 5.x, the translation pipeline)
+import vanilla_transformer
 
-from .conftest import PAIRS, tiny_model, word_tokenizer
+from .helpers import PAIRS, PROJECT_PACKAGES, run_python, tiny_model, word_tokenizer
 
 SOURCES = ["a dog runs", "two men play football"]
 
@@ -58,7 +55,8 @@ def test_a_trained_folder_loads_tied_and_generates_the_same_with_and_without_cac
 
 
 def test_pipeline_translation_works_with_the_package_and_no_remote_code(folder):
-    """4.57 has its own TranslationPipeline (as for Marian); 5.x has none, and this package's import provides one."""
+    """4.57 has its own TranslationPipeline (as for Marian); 5.x has none: register_translation_task() gives ours."""
+    vanilla_transformer.register_translation_task()
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     long_source = " ".join(SOURCES * 4)  # longer than the 20 tokens of 4.x's default max_length
@@ -75,23 +73,15 @@ def test_pipeline_translation_works_with_the_package_and_no_remote_code(folder):
 def test_the_folder_translates_as_remote_code_where_the_package_cannot_be_imported(folder, tmp_path):
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     expected = translations(model, AutoTokenizer.from_pretrained(folder), SOURCES)
-    script = textwrap.dedent(
-        f"""
-        import json, sys
-        for name in ("vanilla_transformer", "training", "sentencepiece"):
-            sys.modules[name] = None  # any import of these now fails
+    code = f"""
+        import json
         from transformers import AutoModelForSeq2SeqLM, pipeline
         model = AutoModelForSeq2SeqLM.from_pretrained({str(folder)!r}, trust_remote_code=True)
         assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
         translator = pipeline("translation", model={str(folder)!r}, trust_remote_code=True)
         print(json.dumps([output["translation_text"] for output in translator({SOURCES!r})]))
         """
-    )
-    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": ""}
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_python(code, tmp_path, without=(*PROJECT_PACKAGES, "sentencepiece"))
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
 
 
@@ -118,3 +108,11 @@ def test_seq2seq_trainer_lowers_the_loss_in_a_few_steps(tmp_path):
     trainer.train()
     losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
     assert len(losses) == 30 and losses[-1] < 0.6 * losses[0]
+
+
+def test_the_modeling_file_reads_the_same_on_every_transformers_version():
+    """The version differences live in transformers_versions.py; the modeling file holds the paper and the HF ladder."""
+    from vanilla_transformer import modeling_vanilla_transformer
+
+    source = Path(modeling_vanilla_transformer.__file__).read_text(encoding="utf-8")
+    assert "__version__" not in source and "TRANSFORMERS_5" not in source and "from .transformers_versions" in source

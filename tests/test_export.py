@@ -9,11 +9,11 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from training.translate import main as translate_main
+from tools.translate import main as translate_main
 from vanilla_transformer.export import ExportError, export_ctranslate2
 from vanilla_transformer.export import main as export_main
 
-from .conftest import ROOT, tiny_model
+from .helpers import ROOT, tiny_model
 
 SOURCES = (ROOT / "examples/tiny/test.en").read_text(encoding="utf-8").splitlines()[:12]
 

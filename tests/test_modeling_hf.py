@@ -2,9 +2,6 @@
 save/load (also as remote code), gradient checkpointing, bf16, and clear errors for bad input."""
 
 import json
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -21,7 +18,7 @@ from transformers import (
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
 from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
 
-from .conftest import PAIRS, random_batch, tiny_config, tiny_model, word_tokenizer
+from .helpers import PAIRS, random_batch, run_python, tiny_config, tiny_model, word_tokenizer
 
 
 def logits_of(model, input_ids, attention_mask, labels):
@@ -241,13 +238,12 @@ def test_training_skips_the_logits_of_unlabelled_positions_with_the_same_loss_an
         out.loss.backward()
         return out, {name: p.grad.clone() for name, p in model.named_parameters()}
 
-    skipped, skipped_grads = loss_and_gradients()
-    full, full_grads = loss_and_gradients(skip_logits=False)
+    skipped, skipped_grads = loss_and_gradients(skip_logits=True)
+    full, full_grads = loss_and_gradients()  # the default: logits, as every transformers model returns them
     assert skipped.logits is None and full.logits.shape == (*labels.shape, model.config.vocab_size)
     torch.testing.assert_close(skipped.loss, full.loss, rtol=0, atol=1e-5)
     for name, grad in full_grads.items():
         torch.testing.assert_close(skipped_grads[name], grad, rtol=0, atol=1e-5, msg=name)
-    assert model.eval()(**batch).logits is not None  # evaluation keeps them
     with pytest.raises(ValueError, match="needs labels"):
         model(input_ids=input_ids, decoder_input_ids=labels.clamp(min=0), skip_logits=True)
 
@@ -262,7 +258,8 @@ def test_a_training_step_traces_as_one_graph_and_gives_the_eager_loss_and_gradie
     for source_length, target_length in ((7, 6), (11, 9)):
         input_ids, attention_mask, labels = random_batch(source_length=source_length, target_length=target_length)
         labels[0, -3:] = -100
-        batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1)
+        batch = dict(attention_mask=attention_mask, labels=labels, label_smoothing=0.1, skip_logits=True)
+        batch["input_ids"] = input_ids
         losses, gradients = [], []
         for run in (model, compiled):
             model.zero_grad()
@@ -355,10 +352,7 @@ def test_folder_loads_as_remote_code_where_the_package_cannot_be_imported(tmp_pa
     input_ids, attention_mask, labels = random_batch()
     torch.save({"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}, tmp_path / "batch.pt")
     torch.save(logits_of(model, input_ids, attention_mask, labels), tmp_path / "expected.pt")
-    script = textwrap.dedent(
-        f"""
-        import sys
-        sys.modules["vanilla_transformer"] = None  # any import of the package now fails
+    code = f"""
         import torch
         from transformers import AutoModelForSeq2SeqLM
         model = AutoModelForSeq2SeqLM.from_pretrained({str(folder)!r}, trust_remote_code=True).eval()
@@ -369,10 +363,7 @@ def test_folder_loads_as_remote_code_where_the_package_cannot_be_imported(tmp_pa
         assert torch.equal(logits, torch.load({str(tmp_path / "expected.pt")!r}))
         print("remote code ok")
         """
-    )
-    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": ""}
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    result = run_python(code, tmp_path)
     assert "remote code ok" in result.stdout
 
 
@@ -395,7 +386,7 @@ def test_bf16_autocast_on_cpu_gives_finite_loss_and_gradients():
     model = tiny_model().train()
     batch = dict(zip(("input_ids", "attention_mask", "labels"), random_batch(), strict=True))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model(**batch, skip_logits=False)
+        out = model(**batch)
     assert out.logits.dtype == torch.bfloat16
     out.loss.backward()
     assert torch.isfinite(out.loss)

@@ -13,7 +13,7 @@ from vanilla_transformer import (
 from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
 from vanilla_transformer.visualization import parameter_breakdown
 
-from .conftest import random_batch, tiny_model
+from .helpers import random_batch, tiny_model
 
 
 # §3.5 -----------------------------------------------------------------------------------------------------------

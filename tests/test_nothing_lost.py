@@ -16,7 +16,7 @@ from training.average_checkpoints import main as average_main
 from training.data import CorpusError, load_parallel_corpus
 from training.train import load_or_train_tokenizer
 
-from .conftest import ROOT, SMOKE, SUBPROCESS_DEADLINE_S
+from .helpers import ROOT, SMOKE, SUBPROCESS_DEADLINE_S
 
 
 def listing(folder: Path) -> dict[str, int]:

@@ -3,7 +3,7 @@
 import torch
 from transformers import DataCollatorForSeq2Seq
 
-from .conftest import PAIRS, tiny_model, word_tokenizer
+from .helpers import PAIRS, tiny_model, word_tokenizer
 
 
 def test_tiny_model_overfits_eight_pairs_and_generates_them_back():

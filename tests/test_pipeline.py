@@ -1,17 +1,15 @@
 """pipeline("translation") on transformers 5.x: from objects, from a trained folder, and as remote code."""
 
 import json
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
+import vanilla_transformer
 from vanilla_transformer import TranslationPipeline
 
-from .conftest import PAIRS, tiny_model, word_tokenizer
+from .helpers import PAIRS, PROJECT_PACKAGES, ROOT, run_python, tiny_model, word_tokenizer
 
 SOURCES = [source for source, _ in PAIRS]
 
@@ -21,7 +19,37 @@ def translator():
     tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
     model = tiny_model(vocab_size=len(tokenizer))
     model.generation_config.max_new_tokens = 8
+    vanilla_transformer.register_translation_task()
     return pipeline("translation", model=model, tokenizer=tokenizer)
+
+
+def test_importing_the_package_leaves_transformers_tasks_alone_until_asked(smoke_run, tmp_path):
+    """The import registers our model type only; register_translation_task() is the one call that gives transformers
+    5.x a "translation" task, after which our folders need no trust_remote_code."""
+    folder, _ = smoke_run
+    code = f"""
+        import transformers.pipelines
+        from transformers import pipeline
+        import vanilla_transformer
+        assert "translation" in transformers.pipelines.REMOVED_TASKS
+        assert "translation" not in transformers.pipelines.PIPELINE_REGISTRY.supported_tasks
+        try:
+            pipeline("translation", model={str(folder)!r})
+            raise SystemExit("a folder's pipeline code ran without trust_remote_code")
+        except ValueError as error:
+            assert "trust_remote_code" in str(error), error
+        vanilla_transformer.register_translation_task()
+        translator = pipeline("translation", model={str(folder)!r})
+        assert type(translator) is vanilla_transformer.TranslationPipeline, type(translator)
+        print(translator("a dog runs")[0]["translation_text"])
+        """
+    result = run_python(code, ROOT, without=(), env={"HF_MODULES_CACHE": str(tmp_path / "modules")})
+    assert (
+        result.stdout.strip().splitlines()[-1]
+        == TranslationPipeline(
+            model=AutoModelForSeq2SeqLM.from_pretrained(folder), tokenizer=AutoTokenizer.from_pretrained(folder)
+        )("a dog runs")[0]["translation_text"]
+    )
 
 
 def generated_text(translator, sentences: list[str], **generate_kwargs) -> list[str]:
@@ -119,11 +147,8 @@ def test_the_folder_works_where_neither_this_package_nor_sentencepiece_can_be_im
     expected = TranslationPipeline(
         model=AutoModelForSeq2SeqLM.from_pretrained(folder), tokenizer=AutoTokenizer.from_pretrained(folder)
     )(["a dog runs", "two men play football"])
-    script = textwrap.dedent(
-        f"""
-        import json, sys
-        for name in ("vanilla_transformer", "training", "sentencepiece"):
-            sys.modules[name] = None  # any import of these now fails
+    code = f"""
+        import json
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
         folder = {str(folder)!r}
         model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
@@ -134,11 +159,6 @@ def test_the_folder_works_where_neither_this_package_nor_sentencepiece_can_be_im
         assert type(translator).__module__.startswith("transformers_modules"), type(translator).__module__
         print(json.dumps(translator(["a dog runs", "two men play football"])))
         """
-    )
-    env = {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1", "PATH": ""}
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_python(code, tmp_path, without=(*PROJECT_PACKAGES, "sentencepiece"))
     assert "Do you wish to run the custom code" not in result.stdout + result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == expected

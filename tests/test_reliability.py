@@ -12,17 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForSeq2SeqLM, pipeline
+from transformers import AutoModelForSeq2SeqLM
 
+from tools.translate import main as translate_main
+from tools.translate import positive_int
 from training.arguments import parse_arguments
 from training.average_checkpoints import main as average_main
 from training.data import DataArguments, load_parallel_corpus, tokenize_corpus
-from training.translate import main as translate_main
-from training.translate import positive_int
-from vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer import TranslationPipeline, VanillaTransformerConfig
 from vanilla_transformer.export import main as export_main
 
-from .conftest import PAIRS, ROOT, random_batch, tiny_model, word_tokenizer
+from .helpers import PAIRS, ROOT, random_batch, tiny_model, word_tokenizer
 
 DOCUMENT = ROOT / "docs" / "reliability.md"
 TABLE_START, TABLE_END = "<!-- table: tests/test_reliability.py -->", "<!-- end of table -->"
@@ -131,7 +131,7 @@ def broken_generation_config(d: Path):
 
 def non_string(d: Path):
     tokenizer = word_tokenizer(["a dog"])
-    pipeline("translation", model=tiny_model(vocab_size=len(tokenizer)), tokenizer=tokenizer)(["a dog", 3])
+    TranslationPipeline(model=tiny_model(vocab_size=len(tokenizer)), tokenizer=tokenizer)(["a dog", 3])
 
 
 def average_into(target: str) -> Callable[[Path, Path], None]:

@@ -8,7 +8,7 @@ import pytest
 
 from training.data import CorpusError, DataArguments, load_parallel_corpus, tokenize_corpus
 
-from .conftest import PAIRS, word_tokenizer
+from .helpers import PAIRS, word_tokenizer
 
 
 def write_pairs(folder, prefix, pairs, gz=False):

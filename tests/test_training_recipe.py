@@ -118,7 +118,7 @@ def test_translation_trainer_loss_is_the_trainers_label_smoothed_loss(tmp_path):
     from training.arguments import TranslationTrainingArguments
     from training.recipe import TranslationTrainer
 
-    from .conftest import PAIRS, tiny_model, word_tokenizer
+    from .helpers import PAIRS, tiny_model, word_tokenizer
 
     tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
     model = tiny_model(vocab_size=len(tokenizer), dropout=0.0)
@@ -130,8 +130,16 @@ def test_translation_trainer_loss_is_the_trainers_label_smoothed_loss(tmp_path):
     with torch.no_grad():
         logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
     expected = LabelSmoother(epsilon=0.1)({"logits": logits}, batch["labels"])
-    model.train()  # the model now skips the logits of the padding
+    model.train()
     torch.testing.assert_close(trainer.compute_loss(model, dict(batch)), expected, rtol=1e-5, atol=1e-6)
+    # A training step asks the model for the loss only; an evaluation step (outputs returned) keeps the logits.
+    loss, outputs = trainer.compute_loss(model, dict(batch), return_outputs=True)
+    assert outputs.logits.shape == (*batch["labels"].shape, model.config.vocab_size)
+    seen = []
+    hook = model.register_forward_pre_hook(lambda m, a, k: seen.append(k.get("skip_logits")), with_kwargs=True)
+    trainer.compute_loss(model, dict(batch))
+    hook.remove()
+    assert seen == [True]
     count = int((batch["labels"] != -100).sum())
     halved = trainer.compute_loss(model, dict(batch), num_items_in_batch=2 * count)
     torch.testing.assert_close(halved, expected / 2, rtol=1e-5, atol=1e-6)

@@ -1,9 +1,5 @@
 """training.tokenizer: a joint sentencepiece vocabulary shipped as a transformers tokenizer."""
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import sentencepiece as spm
 from transformers import AutoTokenizer
@@ -16,6 +12,8 @@ from training.tokenizer import (
     train_sentencepiece,
 )
 from vanilla_transformer import VanillaTransformerConfig
+
+from .helpers import PROJECT_PACKAGES, run_python
 
 ENGLISH = ["A dog runs on the grass.", "Two men play football in the park.", "The girl reads a book."]
 GERMAN = ["Ein Mädchen läuft über die Straße.", "Der Fußball ist größer als der Ball.", "Schöne Grüße aus Köln!"]
@@ -68,19 +66,13 @@ def test_saved_tokenizer_loads_with_auto_tokenizer_without_sentencepiece(trained
     tokenizer.save_pretrained(tmp_path)
     assert (tmp_path / "tokenizer.json").exists()
     expected = tokenizer(GERMAN[0]).input_ids
-    script = textwrap.dedent(
-        f"""
-        import sys
-        sys.modules["sentencepiece"] = None
-        sys.modules["training"] = None
+    code = f"""
         from transformers import AutoTokenizer
         tokenizer = AutoTokenizer.from_pretrained({str(tmp_path)!r})
         assert tokenizer({GERMAN[0]!r}).input_ids == {expected!r}, tokenizer({GERMAN[0]!r}).input_ids
         assert tokenizer.pad_token_id == 0 and tokenizer.eos_token_id == 3
         """
-    )
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
+    run_python(code, tmp_path, without=(*PROJECT_PACKAGES, "sentencepiece"))
     assert AutoTokenizer.from_pretrained(tmp_path)(GERMAN[0]).input_ids == expected
 
 

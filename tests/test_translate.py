@@ -8,9 +8,9 @@ import sys
 import huggingface_hub.constants
 import pytest
 
-from training.translate import batches, main
+from tools.translate import batches, main
 
-from .conftest import ROOT, translate
+from .helpers import ROOT, translate
 
 SOURCES = ["A dog sleeps in the park.", "", "The man waits by the lake.", "A cat runs on the grass.", "The girl sits."]
 
@@ -36,7 +36,7 @@ def test_stdin_is_streamed_in_batches_in_order_with_empty_lines_kept(smoke_run, 
 def test_files_in_and_out(smoke_run, tmp_path):
     folder, _ = smoke_run
     (tmp_path / "in.txt").write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
-    command = [sys.executable, "-m", "training.translate", "--model", str(folder), "--input", str(tmp_path / "in.txt")]
+    command = [sys.executable, "-m", "tools.translate", "--model", str(folder), "--input", str(tmp_path / "in.txt")]
     result = subprocess.run([*command, "--output", str(tmp_path / "out.txt")], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "5 lines" in result.stderr  # the progress bar, shown when writing to a file

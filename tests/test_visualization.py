@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 
-from training.visualize import main as visualize_main
+from tools.visualize import main as visualize_main
 from vanilla_transformer.visualization import (
     attention_by_hand,
     attention_maps,
@@ -18,7 +18,7 @@ from vanilla_transformer.visualization import (
     positional_dot_products,
 )
 
-from .conftest import PAIRS, ROOT, random_batch, tiny_model, word_tokenizer
+from .helpers import PAIRS, ROOT, random_batch, tiny_model, word_tokenizer
 
 CHINESE = [("i am a student", "我 是 学生 。"), ("i have a cat", "我 有 一只 猫 。")]
 

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 import yaml
@@ -23,6 +24,8 @@ from .tokenizer import VocabularySettings
 
 @dataclass
 class ModelArguments:
+    _argument_group_name: ClassVar[str] = "model (§3; the paper's base or big model, Table 3)"
+
     model_name_or_path: str | None = field(
         default=None,
         metadata={"help": "Fine-tune this trained model folder (its tokenizer is reused); else train from scratch."},
@@ -76,10 +79,14 @@ CONFIG_FIELDS = {
 class VocabularyArguments(VocabularySettings):
     """sentencepiece settings (see training.tokenizer.VocabularySettings); ignored when fine-tuning."""
 
+    _argument_group_name: ClassVar[str] = "vocabulary (sentencepiece, joint source + target; not when fine-tuning)"
+
 
 @dataclass
 class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     """Seq2SeqTrainingArguments with the paper's defaults (§5.3, §5.4, §6.1) and the token budget."""
+
+    _argument_group_name: ClassVar[str] = "training: the recipe's settings (§5, §6.1), then Seq2SeqTrainingArguments'"
 
     max_tokens: int = field(default=4096, metadata={"help": "Padded tokens per batch and side (paper: ~25000)."})
     learning_rate: float = field(
@@ -88,13 +95,13 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
     lr_scale: float = field(default=1.0, metadata={"help": "Multiplies the paper's learning rate (with 0 above)."})
     warmup_steps: float = field(default=4000, metadata={"help": "Warmup steps of the inverse-sqrt schedule."})
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_epsilon: float = 1e-9
-    weight_decay: float = 0.0
+    adam_beta1: float = field(default=0.9, metadata={"help": "Adam beta1 (§5.3: 0.9)."})
+    adam_beta2: float = field(default=0.98, metadata={"help": "Adam beta2 (§5.3: 0.98)."})
+    adam_epsilon: float = field(default=1e-9, metadata={"help": "Adam epsilon (§5.3: 1e-9)."})
+    weight_decay: float = field(default=0.0, metadata={"help": "None in the paper."})
     max_grad_norm: float = field(default=0.0, metadata={"help": "0: no clipping, as in the paper."})
-    label_smoothing_factor: float = 0.1
-    predict_with_generate: bool = True
+    label_smoothing_factor: float = field(default=0.1, metadata={"help": "Label smoothing epsilon (§5.4: 0.1)."})
+    predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate BLEU on beam-search output."})
     num_beams: int = field(default=4, metadata={"help": "Beam size for evaluation and the saved model (§6.1)."})
     length_penalty: float = field(default=0.6, metadata={"help": "Beam length penalty alpha (§6.1)."})
     max_length_beyond_source: int = field(default=50, metadata={"help": "Output limit: source length + this."})
@@ -193,13 +200,14 @@ def read_config(path: str) -> dict:
     return {name: value for name, value in settings.items() if value is not None}
 
 
-def to_flags(settings: dict) -> list[str]:
-    """Settings as command-line flags, so that later flags on the real command line override them."""
-    flags: list[str] = []
-    for name, value in settings.items():
-        values = value if isinstance(value, list) else [value]
-        flags += [f"--{name}", *(str(v) for v in values)]
-    return flags
+def recipe_flags_first(parser: HfArgumentParser) -> None:
+    """List the recipe's own training settings at the top of the training group of --help, before the ~150 flags
+    that TranslationTrainingArguments inherits. argparse has no public way to order a group's flags: its list is
+    reordered."""
+    own = set(TranslationTrainingArguments.__annotations__)
+    for group in parser._action_groups:
+        if group.title == TranslationTrainingArguments._argument_group_name:
+            group._group_actions.sort(key=lambda action: action.dest not in own)  # stable: each part keeps its order
 
 
 def parse_arguments(argv: list[str] | None = None):
@@ -210,12 +218,12 @@ def parse_arguments(argv: list[str] | None = None):
         ARGUMENT_CLASSES,
         exit_on_error=False,
         prog="vt-train",
+        usage="%(prog)s [--config FILE] [--FLAG VALUE ...]",
         description="Train (or fine-tune) the Transformer of 'Attention Is All You Need' with the paper's recipe, "
-        "evaluate it and write a Hub-ready model folder. The model, data and vocabulary settings come first, then "
-        "all of Seq2SeqTrainingArguments; the recipe's own training settings (--max_tokens, --lr_scale, --num_beams, "
-        "--average_checkpoints, ...) close the list, before --config.",
+        "evaluate it and write a Hub-ready model folder. Every flag can also be a key of the --config file.",
     )
     parser.add_argument("--config", metavar="FILE", help="A YAML file of settings (flags on the command line win).")
+    recipe_flags_first(parser)
     settings, config = {}, None
     if "--config" in argv:
         at = argv.index("--config")
@@ -238,8 +246,9 @@ def parse_arguments(argv: list[str] | None = None):
         raise SystemExit(f"error: --{name} has no effect here: {REPLACED_BY_THE_RECIPE[name]}")
     if given & set(DATA_SOURCES):  # a data source on the command line replaces the config's, not joins it
         settings = {name: value for name, value in settings.items() if name not in DATA_SOURCES}
+    parser.set_defaults(**settings)  # the file's settings replace the defaults; the command line still wins
     try:
         # The last item would be the namespace of --config, which was read above: only the dataclasses are returned.
-        return tuple(parser.parse_args_into_dataclasses(args=to_flags(settings) + argv)[: len(ARGUMENT_CLASSES)])
+        return tuple(parser.parse_args_into_dataclasses(args=argv)[: len(ARGUMENT_CLASSES)])
     except (argparse.ArgumentError, ValueError) as error:  # a malformed value, or one a dataclass refused
         raise SystemExit(f"error: {f'{config} with the command line: ' if config else ''}{error}") from None

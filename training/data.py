@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from datasets import Dataset, DatasetDict, Features, Value, load_dataset
 from datasets.exceptions import DatasetGenerationError
@@ -26,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class DataArguments:
+    _argument_group_name: ClassVar[str] = "data (one of --data_dir, --dataset_name, --train_file)"
+
     source_lang: str = field(default="en", metadata={"help": "Source language code, e.g. en."})
     target_lang: str = field(default="de", metadata={"help": "Target language code, e.g. de."})
     dataset_name: str | None = field(

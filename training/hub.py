@@ -4,16 +4,11 @@ The Trainer's own `push_to_hub` creates the repository when the run starts and w
 the finished folder once, with the card rendered from `model_card.md`, and leaves the training state behind.
 """
 
-import copy
 import json
-import shutil
 from pathlib import Path
 
 from huggingface_hub import HfApi
 from huggingface_hub.utils import filter_repo_objects
-from transformers import PreTrainedModel
-
-from vanilla_transformer import pipeline_vanilla_transformer
 
 from .tokenizer import VOCABULARY_RECORD
 
@@ -30,14 +25,6 @@ NOT_PUBLISHED = [
     "*/.*",
     VOCABULARY_RECORD,
 ]
-
-
-def ship_translation_pipeline(model: PreTrainedModel, folder: str | Path) -> None:
-    """Put the pipeline code in `folder` and name it in the model's config (written by the next save), so that
-    `pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed."""
-    shutil.copy(pipeline_vanilla_transformer.__file__, folder)
-    # A copy: transformers' pipeline() rewrites the entry it reads in place (class names into classes).
-    model.config.custom_pipelines = copy.deepcopy(pipeline_vanilla_transformer.CUSTOM_PIPELINES)
 
 
 def make_tokenizer_config_portable(folder: str | Path) -> None:

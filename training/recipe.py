@@ -47,11 +47,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.label_smoother = None
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """The model's own label-smoothed loss: with the labels in hand, a training model applies the pre-softmax
-        projection to the labelled positions only (no logits for padding), and cross_entropy smooths fused.
-        The Trainer's LabelSmoother would instead take the labels away from the model and materialise
+        """The model's own label-smoothed loss, without logits where none are returned (training steps): on a CPU the
+        model then applies the pre-softmax projection to the labelled positions only, and cross_entropy smooths
+        fused. The Trainer's LabelSmoother would instead take the labels away from the model and materialise
         -log_softmax over every logit of the batch (a third of a small model's step on a CPU)."""
-        inputs = {**inputs, "label_smoothing": self.args.label_smoothing_factor}
+        inputs = {**inputs, "label_smoothing": self.args.label_smoothing_factor, "skip_logits": not return_outputs}
         return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

@@ -8,7 +8,7 @@ The special-token ids are decided here, once: the model config takes them from t
 import logging
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import sentencepiece as spm
@@ -29,11 +29,18 @@ VOCABULARY_RECORD = "vocabulary_training.json"
 
 @dataclass
 class VocabularySettings:
-    vocab_size: int = 8000
-    model_type: str = "bpe"  # "bpe" or "unigram"
-    character_coverage: float = 1.0  # 0.9995 for Chinese/Japanese (sentencepiece's advice), 1.0 for Latin scripts
-    normalization: str = "nmt_nfkc"  # "identity" keeps full-width CJK punctuation as it is in the references
-    max_sentences: int = 2_000_000  # sentencepiece samples this many sentences when the corpus is larger
+    vocab_size: int = field(default=8000, metadata={"help": "Tokens in the joint vocabulary (paper: 37000 BPE)."})
+    model_type: str = field(default="bpe", metadata={"help": "bpe or unigram."})
+    character_coverage: float = field(
+        default=1.0, metadata={"help": "0.9995 for Chinese/Japanese (sentencepiece's advice), 1.0 for Latin scripts."}
+    )
+    normalization: str = field(
+        default="nmt_nfkc",
+        metadata={"help": "nmt_nfkc; identity keeps full-width CJK punctuation as it is in the references."},
+    )
+    max_sentences: int = field(
+        default=2_000_000, metadata={"help": "sentencepiece samples this many sentences from a larger corpus."}
+    )
 
 
 class _SentencePieceFile:

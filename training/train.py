@@ -22,13 +22,13 @@ from transformers import (
     set_seed,
 )
 
-from vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer import TranslationPipeline, VanillaTransformerForConditionalGeneration
 
 from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
 from .average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
 from .checkpoints import newest_complete_checkpoint
 from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
-from .hub import make_tokenizer_config_portable, publish, ship_translation_pipeline
+from .hub import make_tokenizer_config_portable, publish
 from .metrics import decode, make_compute_metrics, translation_scores
 from .model_card import render_model_card
 from .recipe import TranslationTrainer
@@ -175,8 +175,10 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
     model_args, data_args, vocab_args, args = arguments
     output_dir = Path(args.output_dir)
     trainer.model.config.use_cache = True  # the Trainer turned the cache off for training; the model decodes with it
-    ship_translation_pipeline(trainer.model, output_dir)
-    trainer.save_model(str(output_dir))
+    # Model, tokenizer, and the pipeline's code named in config.json: `pipeline("translation", model=folder,
+    # trust_remote_code=True)` then works where this package is not installed.
+    shipped = TranslationPipeline(model=trainer.model, tokenizer=trainer.processing_class, device=trainer.model.device)
+    shipped.save_pretrained(output_dir)
     make_tokenizer_config_portable(output_dir)
     config = trainer.model.config.to_diff_dict()
     training = ("max_tokens", "learning_rate", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon")

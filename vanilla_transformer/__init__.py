@@ -2,8 +2,12 @@
 
 Importing the package registers the classes with the Auto* factories, and marks them for auto classes so that
 `save_pretrained` copies the code files into the folder and writes `auto_map`: such a folder then loads with
-`trust_remote_code=True` where this package is not installed. It also provides `pipeline("translation")`, which
-transformers 5.x no longer has.
+`trust_remote_code=True` where this package is not installed. These registrations concern this model type only.
+
+`TranslationPipeline` is the translation pipeline that transformers 5.x no longer has. It works on its own
+(`TranslationPipeline(model=model, tokenizer=tokenizer)`) and from the folders that training writes
+(`pipeline("translation", model=folder, trust_remote_code=True)`); `register_translation_task()`, called once, makes
+it transformers' "translation" task for every model in the process.
 """
 
 import transformers.pipelines
@@ -26,13 +30,17 @@ VanillaTransformerConfig.register_for_auto_class()
 VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
-# transformers 5.x removed the "translation" task (4.x still has its own): put ours in its place, so that
-# pipeline("translation", model=model, tokenizer=tokenizer) works for model objects once this package is imported.
-if "translation" in getattr(transformers.pipelines, "REMOVED_TASKS", {}):
-    del transformers.pipelines.REMOVED_TASKS["translation"]
-    transformers.pipelines.PIPELINE_REGISTRY.register_pipeline(
-        "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
-    )
+
+def register_translation_task() -> None:
+    """Make `pipeline("translation", ...)` build this package's TranslationPipeline, for any seq2seq model (Marian
+    too) and for our folders without trust_remote_code. transformers 5.x removed its own translation task; on 4.x,
+    which still has it, nothing changes. A process-wide setting of transformers, hence a call, not an import."""
+    if "translation" in getattr(transformers.pipelines, "REMOVED_TASKS", {}):
+        del transformers.pipelines.REMOVED_TASKS["translation"]
+        transformers.pipelines.PIPELINE_REGISTRY.register_pipeline(
+            "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+        )
+
 
 __all__ = [
     "VanillaTransformerConfig",
@@ -41,4 +49,5 @@ __all__ = [
     "VanillaTransformerForConditionalGeneration",
     "sinusoidal_positional_encoding",
     "TranslationPipeline",
+    "register_translation_task",
 ]

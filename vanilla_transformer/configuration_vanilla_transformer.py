@@ -23,10 +23,6 @@ POSITIVE_INTEGERS = (
 PROBABILITIES = ("dropout", "attention_dropout", "activation_dropout")
 SPECIAL_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
-# True in the installed package, whose import gives transformers a "translation" pipeline; False in the copy of this
-# file that a model folder carries for trust_remote_code.
-INSTALLED_PACKAGE = __name__.startswith("vanilla_transformer.")
-
 # The paper's big model (Table 3, row "big") differs from the base model in these fields only.
 BIG_MODEL_OVERRIDES = {
     "d_model": 1024,
@@ -158,10 +154,14 @@ class VanillaTransformerConfig(PretrainedConfig):
 
     @property
     def custom_pipelines(self) -> dict:
-        """The pipelines that the model folder ships as code (config.json keeps them all). With this package
-        installed and imported, its own pipelines stand in for them, so `pipeline("translation", model=folder)`
-        needs no trust_remote_code: transformers only asks for it for the tasks listed here."""
-        return {} if INSTALLED_PACKAGE else self.__dict__.get("custom_pipelines", {})
+        """The pipelines that the model folder ships as code, less the tasks that transformers has a pipeline for
+        (4.x's own "translation", or 5.x's after `vanilla_transformer.register_translation_task()`): those serve the
+        folder without trust_remote_code, which transformers asks for only for the tasks listed here. config.json
+        keeps them all."""
+        from transformers.pipelines import PIPELINE_REGISTRY  # here: a configuration file imports no pipelines
+
+        shipped = self.__dict__.get("custom_pipelines", {})
+        return {task: entry for task, entry in shipped.items() if task not in PIPELINE_REGISTRY.supported_tasks}
 
     @custom_pipelines.setter
     def custom_pipelines(self, value: dict) -> None:

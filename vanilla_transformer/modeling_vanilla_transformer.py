@@ -7,8 +7,9 @@ transformers classes (PreTrainedModel, Model, ForConditionalGeneration) in the l
 
 Shapes in comments: B batch, S source length, T target length, D d_model, H heads, K head dim (D / H), V vocab.
 
-This file imports only torch, transformers and its sibling configuration file: it is copied into saved model
-folders and must load with `trust_remote_code=True` where this package is not installed.
+This file imports only torch, transformers and its two siblings (the configuration, and `transformers_versions.py`,
+where the differences between transformers 5.x and 4.57 live): all three are copied into saved model folders and
+load with `trust_remote_code=True` where this package is not installed.
 """
 
 import contextlib
@@ -18,7 +19,6 @@ import os
 from collections.abc import Callable
 
 import torch
-import transformers
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.activations import ACT2FN
@@ -31,81 +31,21 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdynamo_compiling, logging
 from typing_extensions import Unpack
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .transformers_versions import (
+    OutputRecorder,
+    PreTrainedModel,
+    attention_function,
+    create_bidirectional_mask,
+    decoder_self_attention_mask,
+    init,
+    records_outputs,
+)
 
 logger = logging.get_logger(__name__)
-
-# ---------------------------------------------------------------------------------------------------------------
-# transformers 5.x and 4.57: the one place where this file differs between them (the configuration file has the
-# other, for configs that are dataclasses in 5.x only).
-# ---------------------------------------------------------------------------------------------------------------
-
-TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
-
-if TRANSFORMERS_5:
-    from transformers import initialization as init  # initialisers that respect weights already loaded
-    from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
-    from transformers.utils.generic import merge_with_config_defaults
-    from transformers.utils.output_capturing import OutputRecorder, capture_outputs
-
-    def records_outputs(forward: Callable) -> Callable:
-        """Fill use_cache/return_dict from the config; collect hidden states and attentions when asked."""
-        return merge_with_config_defaults(capture_outputs(forward))
-
-    def attention_function(implementation: str) -> Callable:
-        """The attention kernel registered under `implementation` ("eager": this file's own)."""
-        return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-
-    def decoder_self_attention_mask(config, inputs_embeds, attention_mask, self_attention_cache):
-        """Causal + padding mask for the decoder's new positions, after those already in the cache."""
-        return create_causal_mask(
-            config=config,
-            inputs_embeds=inputs_embeds,
-            attention_mask=attention_mask,
-            past_key_values=self_attention_cache,
-        )
-
-else:  # 4.57
-    from torch.nn import init
-    from transformers.masking_utils import create_causal_mask
-    from transformers.modeling_attn_mask_utils import _prepare_4d_attention_mask, _prepare_4d_attention_mask_for_sdpa
-    from transformers.utils.generic import OutputRecorder
-    from transformers.utils.generic import check_model_inputs as records_outputs
-
-    def create_bidirectional_mask(
-        config: VanillaTransformerConfig,
-        inputs_embeds: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        encoder_hidden_states: torch.Tensor | None = None,
-    ) -> torch.Tensor | None:
-        """What 5.x's masking_utils.create_bidirectional_mask gives: padding keys hidden from every query."""
-        if attention_mask is None:
-            return None
-        if "flash" in config._attn_implementation:
-            return attention_mask if (attention_mask == 0).any() else None
-        if config._attn_implementation == "sdpa":
-            return _prepare_4d_attention_mask_for_sdpa(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
-        return _prepare_4d_attention_mask(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
-
-    def attention_function(implementation: str) -> Callable:
-        # set_attn_implementation() in 4.57 only switches models whose file contains the text
-        # "ALL_ATTENTION_FUNCTIONS[self.config._attn_implementation]" (this comment has it); the lookup is the same.
-        return eager_attention_forward if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
-
-    def decoder_self_attention_mask(config, inputs_embeds, attention_mask, self_attention_cache):
-        past_length = self_attention_cache.get_seq_length() if self_attention_cache is not None else 0
-        positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
-        return create_causal_mask(
-            config=config,
-            input_embeds=inputs_embeds,
-            attention_mask=attention_mask,
-            cache_position=positions,
-            past_key_values=self_attention_cache,
-        )
 
 # ---------------------------------------------------------------------------------------------------------------
 # §3.5 Positional encoding
@@ -334,7 +274,9 @@ class VanillaTransformerAttention(nn.Module):
                 if is_cross_attention:
                     past_key_values.is_updated[self.layer_idx] = True
 
-        attention_interface = attention_function(self.config._attn_implementation)
+        # set_attn_implementation() looks for these words in this file: ALL_ATTENTION_FUNCTIONS.get_interface( (5.x),
+        # ALL_ATTENTION_FUNCTIONS[self.config._attn_implementation] (4.57); the lookup is in transformers_versions.py.
+        attention_interface = attention_function(self.config._attn_implementation, eager_attention_forward)
         output, weights = attention_interface(
             self,
             query,
@@ -491,12 +433,6 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         elif isinstance(module, VanillaTransformerForConditionalGeneration) and not self.config.tie_word_embeddings:
             # An untied pre-softmax projection is an embedding matrix read the other way: same init.
             init.normal_(module.lm_head.weight, mean=0.0, std=self.config.init_std)
-
-    def _tie_weights(self) -> None:
-        # transformers 4.x ties through this hook; 5.x reads _tied_weights_keys ({target: source}) itself.
-        for target, source in (getattr(self, "_tied_weights_keys", None) or {}).items():
-            module_path, _, name = target.rpartition(".")
-            setattr(self.get_submodule(module_path), name, self.get_parameter(source))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -696,6 +632,8 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self._tied_weights_keys = {
                 "decoder.embeddings.embed_tokens.weight": "encoder.embeddings.embed_tokens.weight"
             }
+            # Named as not saved, so that the Trainer, resuming from a checkpoint, ties them instead of warning.
+            self._keys_to_ignore_on_save = set(self._tied_weights_keys)
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -773,6 +711,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             # §3.4: "... and the pre-softmax linear transformation". Tie to the tensor that is saved.
             stack = "encoder" if config.share_encoder_decoder_embeddings else "decoder"
             self._tied_weights_keys = {"lm_head.weight": f"model.{stack}.embeddings.embed_tokens.weight"}
+            self._keys_to_ignore_on_save = set(self._tied_weights_keys)  # as in VanillaTransformerModel
         self.post_init()
 
     def get_encoder(self) -> VanillaTransformerEncoder:
@@ -832,7 +771,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         use_cache: bool | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         label_smoothing: float = 0.0,
-        skip_logits: bool | None = None,
+        skip_logits: bool = False,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         r"""
@@ -843,9 +782,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             parallelism give the gradient of one big batch. Without it, the loss is the mean over this batch.
         label_smoothing: §5.4's epsilon for the loss (the paper: 0.1); `training.recipe.TranslationTrainer` passes
             the Trainer's `label_smoothing_factor` here.
-        skip_logits: return no logits, only the loss. By default (None) this happens when the model is training and
-            has labels: on a CPU the pre-softmax projection, the largest matrix product of a small model, is then
-            applied to the labelled positions only, and no (batch, length, vocabulary) tensor is made for the padding.
+        skip_logits: return no logits, only the loss (needs labels); `training.recipe.TranslationTrainer` asks for
+            it in training steps. On a CPU the pre-softmax projection, the largest matrix product of a small model,
+            is then applied to the labelled positions only: no (batch, length, vocabulary) tensor for the padding.
         """
         if labels is not None:
             check_token_ids(labels.masked_fill(labels == -100, 0), self.lm_head.out_features, "labels")
@@ -873,8 +812,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         )
         # Labels are aligned with the decoder positions (the inputs were shifted), so position t predicts labels[t].
         hidden_states = outputs.last_hidden_state  # (B, T, D)
-        if skip_logits is None:
-            skip_logits = self.training and labels is not None
         if skip_logits and labels is None:
             raise ValueError("skip_logits=True returns only the loss, which needs labels.")
         logits = loss = None

@@ -5,25 +5,15 @@ Outputs as in transformers 4.x: one string gives `[{"translation_text": ...}]`, 
 dict per string (a list of lists with `num_return_sequences` > 1). Generation settings (`num_beams`,
 `max_new_tokens`, ...) go to `generate()`; without them, the model's saved generation config applies.
 
-This file imports only torch and transformers: model folders written by `training.train` carry it, and their
-`config.json` names it under `custom_pipelines`, so that
+This file imports only torch and transformers: `TranslationPipeline(...).save_pretrained(folder)` copies it into the
+folder and names it under `custom_pipelines` in `config.json`, so that
 `pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed.
 """
 
 from collections.abc import Iterable
 
 import torch
-from transformers import Pipeline
-
-# What a model folder's config.json holds under "custom_pipelines" to point pipeline() at this file.
-CUSTOM_PIPELINES = {
-    "translation": {
-        "impl": "pipeline_vanilla_transformer.TranslationPipeline",
-        "pt": ["AutoModelForSeq2SeqLM"],
-        "type": "text",
-    }
-}
-
+from transformers import AutoModelForSeq2SeqLM, Pipeline
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -93,3 +83,10 @@ class TranslationPipeline(Pipeline):
             return [{"translation_text": ""} for _ in sequences]
         texts = self.tokenizer.batch_decode(sequences, skip_special_tokens=True)
         return [{"translation_text": text.strip()} for text in texts]
+
+
+# What PIPELINE_REGISTRY.register_pipeline would record, set on the class alone (the registry stays untouched):
+# Pipeline.save_pretrained reads it to copy this file into the folder and name it in config.json.
+TranslationPipeline._registered_impl = {
+    "translation": {"impl": TranslationPipeline, "pt": (AutoModelForSeq2SeqLM,), "type": "text"}
+}

@@ -1,9 +1,9 @@
 """Translate with a trained model folder.
 
-python -m training.translate --model runs/multi30k_en_de "A dog runs on the grass." "Two men play football."
-python -m training.translate --model runs/multi30k_en_de < source.txt > translations.txt
-python -m training.translate --model runs/multi30k_en_de --input source.txt --output translations.txt
-python -m training.translate --engine ctranslate2 --model runs/multi30k_en_de-ct2 < source.txt   # vt-export first
+python -m tools.translate --model runs/multi30k_en_de "A dog runs on the grass." "Two men play football."
+python -m tools.translate --model runs/multi30k_en_de < source.txt > translations.txt
+python -m tools.translate --model runs/multi30k_en_de --input source.txt --output translations.txt
+python -m tools.translate --engine ctranslate2 --model runs/multi30k_en_de-ct2 < source.txt   # vt-export first
 
 Lines are read and translated in batches as they come (memory stays bounded, output order is input order); an
 empty line gives an empty line, and a line ends at "\n" only (a lone "\r" inside a sentence stays in it). Beam
@@ -27,9 +27,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-import vanilla_transformer  # noqa: F401  (registers the model type, so no remote code is needed)
-
-from .text_files import CorpusError, decode_lines, read_lines
+from training.text_files import CorpusError, decode_lines, read_lines
+from vanilla_transformer import TranslationPipeline  # importing registers the model type: no remote code
 
 
 class ModelFolderError(ValueError):
@@ -58,8 +57,10 @@ def translate_batch(translate: Translator, sentences: list[str]) -> list[str]:
 
 
 def generate_translator(args: argparse.Namespace) -> Translator:
-    """The model folder's generate(): beam size, length penalty and output limit from its generation config."""
+    """The model folder through the package's translation pipeline (its generate(): beam size, length penalty and
+    output limit from the folder's generation config unless given here)."""
     model, tokenizer = load_model_folder(args.model, resolve_device(args.device))
+    translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
     options = {
         "num_beams": args.num_beams,
         "max_new_tokens": args.max_new_tokens,
@@ -68,10 +69,8 @@ def generate_translator(args: argparse.Namespace) -> Translator:
     generate_kwargs = {name: value for name, value in options.items() if value is not None}
 
     def translate(texts: list[str]) -> list[str]:
-        inputs = tokenizer(texts, return_tensors="pt", padding=True).to(model.device)
-        with torch.inference_mode():
-            generated = model.generate(**inputs, **generate_kwargs)
-        return tokenizer.batch_decode(generated, skip_special_tokens=True)
+        results = translator(texts, batch_size=len(texts), **generate_kwargs)
+        return [result["translation_text"] for result in results]
 
     return translate
 

@@ -1,11 +1,11 @@
 """The pictures of `vanilla_transformer.visualization` from the command line (needs `pip install .[viz]`).
 
-python -m training.visualize attention --model runs/multi30k_en_de --source "Two dogs play in the snow." \
+python -m tools.visualize attention --model runs/multi30k_en_de --source "Two dogs play in the snow." \
     --kind cross --output cross_attention.png             # without --target: the model's own translation
-python -m training.visualize positional-encoding --output pe.png
-python -m training.visualize pe-curves --output pe_curves.png
-python -m training.visualize pe-distance --output pe_distance.png
-python -m training.visualize parameters                   # the markdown parameter table of the README
+python -m tools.visualize positional-encoding --output pe.png
+python -m tools.visualize pe-curves --output pe_curves.png
+python -m tools.visualize pe-distance --output pe_distance.png
+python -m tools.visualize parameters                   # the markdown parameter table of the README
 """
 
 import argparse

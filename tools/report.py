@@ -1,14 +1,15 @@
 """The results tables of finished runs as markdown, read from their results.json (what README and model_card.md show).
 
-python -m training.report runs/multi30k_en_de runs/tatoeba_en_zh runs/tatoeba_zh_en
+python -m tools.report runs/multi30k_en_de runs/tatoeba_en_zh runs/tatoeba_zh_en
 """
 
 import argparse
 import json
 from pathlib import Path
 
+from training.model_card import score_cells
+
 from .curves import read_log_history
-from .model_card import score_cells
 
 
 def read_report(run_dir: str | Path) -> dict:

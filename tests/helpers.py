@@ -1,0 +1,114 @@
+"""What the tests share: tiny models and batches, a word tokenizer, the smoke config, and a Python run that
+cannot import this project (what a user of a published folder has)."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+TINY = dict(
+    vocab_size=99,
+    d_model=64,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=128,
+    decoder_ffn_dim=128,
+)
+
+
+def tiny_config(**overrides) -> VanillaTransformerConfig:
+    return VanillaTransformerConfig(**{**TINY, **overrides})
+
+
+def tiny_model(seed: int = 0, **overrides) -> VanillaTransformerForConditionalGeneration:
+    torch.manual_seed(seed)
+    return VanillaTransformerForConditionalGeneration(tiny_config(**overrides)).eval()
+
+
+def random_batch(batch: int = 3, source_length: int = 7, target_length: int = 6, seed: int = 1):
+    """Token ids >= 4 (clear of pad/unk/bos/eos), the last source row right-padded by two."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(4, TINY["vocab_size"], (batch, source_length), generator=generator)
+    labels = torch.randint(4, TINY["vocab_size"], (batch, target_length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[-1, -2:] = 0
+    input_ids[-1, -2:] = 0
+    return input_ids, attention_mask, labels
+
+
+SPECIAL_TOKENS = {"pad_token": "<pad>", "unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"}
+
+
+def word_tokenizer(sentences: list[str]):
+    """A whitespace word-level tokenizer over `sentences`, with the config's special ids (pad 0, unk 1, bos 2,
+    eos 3) and </s> appended to every sequence: enough for collators, the Trainer and generate() in tests."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS.values())}
+    for word in sorted({w for s in sentences for w in s.split()}):
+        vocab.setdefault(word, len(vocab))
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 3)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **SPECIAL_TOKENS)
+
+
+PAIRS = [
+    ("a dog runs on the grass", "ein hund läuft auf dem gras"),
+    ("two men play football", "zwei männer spielen fußball"),
+    ("a woman reads a book", "eine frau liest ein buch"),
+    ("children swim in the lake", "kinder schwimmen im see"),
+    ("a cat sleeps", "eine katze schläft"),
+    ("the man is cooking dinner", "der mann kocht das abendessen"),
+    ("a girl rides a red bicycle", "ein mädchen fährt ein rotes fahrrad"),
+    ("people walk through the city", "menschen gehen durch die stadt"),
+]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+# A deadline for the training runs that tests start as subprocesses: they take ~20 s on an idle 2-core machine, and a
+# loaded one was seen 15 times slower; the deadline only stops a run that hangs.
+SUBPROCESS_DEADLINE_S = 1800
+SMOKE = ["--config", str(ROOT / "training/configs/smoke.yaml"), "--data_dir", str(ROOT / "examples/tiny")]
+
+
+def translate(folder: Path, sentences: list[str]) -> list[str]:
+    """What a saved folder's model generates for the sentences, with its own generation config."""
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    generated = model.generate(**tokenizer(sentences, return_tensors="pt", padding=True))
+    return tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
+# What a user of a published folder lacks: this project's packages.
+PROJECT_PACKAGES = ("vanilla_transformer", "training", "tools")
+
+
+def run_python(
+    code: str, cwd: Path, without: tuple[str, ...] = PROJECT_PACKAGES, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run `code` in a new Python, offline, with a transformers modules cache of its own under `cwd`, where importing
+    the packages `without` fails (by default this project's: what a user of a published folder has). Asserts
+    success and returns the finished process, whose stdout the caller reads."""
+    blocked = "".join(f"sys.modules[{name!r}] = None\n" for name in without)
+    script = "import sys\n" + blocked + textwrap.dedent(code)
+    environment = {"HF_MODULES_CACHE": str(cwd / "modules"), "HF_HUB_OFFLINE": "1", "PATH": "", **(env or {})}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=SUBPROCESS_DEADLINE_S,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result

@@ -1,0 +1,95 @@
+"""What differs between transformers 5.x and 4.57 for the model: the one place that knows both.
+
+The modeling file imports its helpers from here and reads the same on either version. Model folders carry this file
+next to the modeling file (transformers copies a modeling file's relative imports), so remote code loads on both.
+The configuration's own difference (dataclass configs in 5.x only) stays in the configuration file.
+"""
+
+from collections.abc import Callable
+
+import torch
+import transformers
+from transformers.masking_utils import create_causal_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import PreTrainedModel as TransformersPreTrainedModel
+
+TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
+
+if TRANSFORMERS_5:
+    from transformers import initialization as init  # initialisers that respect weights already loaded
+    from transformers.masking_utils import create_bidirectional_mask
+    from transformers.utils.generic import merge_with_config_defaults
+    from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+    def records_outputs(forward: Callable) -> Callable:
+        """Fill use_cache/return_dict from the config; collect hidden states and attentions when asked."""
+        return merge_with_config_defaults(capture_outputs(forward))
+
+    def attention_function(implementation: str, eager: Callable) -> Callable:
+        """The attention kernel registered under `implementation` ("eager": the modeling file's own)."""
+        return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager)
+
+    def decoder_self_attention_mask(config, inputs_embeds, attention_mask, self_attention_cache):
+        """Causal + padding mask for the decoder's new positions, after those already in the cache."""
+        return create_causal_mask(
+            config=config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            past_key_values=self_attention_cache,
+        )
+
+    PreTrainedModel = TransformersPreTrainedModel  # 5.x ties weights from _tied_weights_keys ({target: source})
+
+else:  # 4.57
+    from torch.nn import init
+    from transformers.modeling_attn_mask_utils import _prepare_4d_attention_mask, _prepare_4d_attention_mask_for_sdpa
+    from transformers.utils.generic import OutputRecorder
+    from transformers.utils.generic import check_model_inputs as records_outputs
+
+    def create_bidirectional_mask(
+        config,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor | None = None,
+    ) -> torch.Tensor | None:
+        """What 5.x's masking_utils.create_bidirectional_mask gives: padding keys hidden from every query."""
+        if attention_mask is None:
+            return None
+        if "flash" in config._attn_implementation:
+            return attention_mask if (attention_mask == 0).any() else None
+        if config._attn_implementation == "sdpa":
+            return _prepare_4d_attention_mask_for_sdpa(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
+        return _prepare_4d_attention_mask(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
+
+    def attention_function(implementation: str, eager: Callable) -> Callable:
+        return eager if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
+
+    def decoder_self_attention_mask(config, inputs_embeds, attention_mask, self_attention_cache):
+        past_length = self_attention_cache.get_seq_length() if self_attention_cache is not None else 0
+        positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
+        return create_causal_mask(
+            config=config,
+            input_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            cache_position=positions,
+            past_key_values=self_attention_cache,
+        )
+
+    class PreTrainedModel(TransformersPreTrainedModel):
+        """4.x ties weights through the `_tie_weights` hook, not from `_tied_weights_keys` ({target: source})."""
+
+        def _tie_weights(self) -> None:
+            for target, source in (getattr(self, "_tied_weights_keys", None) or {}).items():
+                module_path, _, name = target.rpartition(".")
+                setattr(self.get_submodule(module_path), name, self.get_parameter(source))
+
+
+__all__ = [
+    "OutputRecorder",
+    "PreTrainedModel",
+    "attention_function",
+    "create_bidirectional_mask",
+    "decoder_self_attention_mask",
+    "init",
+    "records_outputs",
+]
