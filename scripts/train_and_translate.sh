@@ -17,7 +17,7 @@ sentences=("$@")
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q torch==2.13.0   # an unpinned torch would pull several GB of CUDA packages
-python -m pip install -q -e ".[viz]"   # viz: the training curves and attention pictures of the README
+python -m pip install -q -e ".[viz,demo]"   # the curves, attention pictures and the page of vt-demo
 
 output="runs/$(basename "$config" .yaml)"
 if [ -f "$output/results.json" ]; then   # written when a run has finished: reuse it, do not train or evaluate again
@@ -26,3 +26,4 @@ else
     python -m training.train --config "$config" --output_dir "$output"
 fi
 python -m tools.translate --model "$output" "${sentences[@]}"
+echo "Explore the model's attention in your browser: .venv/bin/vt-demo $output   (then open http://127.0.0.1:7860)"

@@ -1,6 +1,8 @@
 """Attention maps, positional-encoding pictures, the parameter table and attention recomputed by hand."""
 
+import json
 import math
+import re
 import warnings
 
 import pytest
@@ -114,6 +116,18 @@ def test_the_readme_shows_the_parameter_table_the_model_gives():
     assert table in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+def test_the_chinese_guide_shows_the_same_counts_and_existing_pictures():
+    """README.zh-CN.md translates the table's labels: its numbers, row by row, are the model's."""
+    guide = (ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+
+    def numbers(text: str) -> list[str]:
+        return re.findall(r"\| \**([\d,]{5,})\** \| \**([\d,]{5,})\** \|", text)
+
+    assert numbers(guide) == numbers(parameter_table()) and len(numbers(guide)) == 9
+    for picture in re.findall(r"\]\((docs/images/[^)]+)\)", guide):
+        assert (ROOT / picture).is_file(), picture
+
+
 def test_cli_writes_attention_and_positional_encoding_pictures(smoke_run, tmp_path, capsys):
     folder, _ = smoke_run
     attention = tmp_path / "cross.png"
@@ -134,3 +148,32 @@ def test_the_readmes_attention_by_hand_example_runs(smoke_run):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     snippet = readme.split("**Attention by hand.**")[1].split("```python")[1].split("```")[0]
     exec(snippet.replace("runs/multi30k_en_de", str(folder)), {})  # raises if the two computations differ
+
+
+def test_attention_maps_feed_bertviz_encoder_decoder_views():
+    import bertviz  # the viz extra brings it
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    maps = attention_maps(tiny_model(vocab_size=len(tokenizer)), tokenizer, *PAIRS[0])
+    arguments = maps.bertviz_arguments()
+    assert [layer.shape for layer in arguments["cross_attention"]] == [(1, *maps.cross.shape[1:])] * len(maps.cross)
+    for view in (bertviz.head_view, bertviz.model_view):
+        page = view(**arguments, html_action="return").data  # the HTML + JavaScript a notebook shows
+        assert all(json.dumps(token) in page for token in maps.source_tokens + maps.target_tokens)  # ä as \\u00e4
+        assert "cross" in page.lower()
+
+
+def test_the_bertviz_notebook_runs_on_a_trained_folder(smoke_run):
+    """examples/bertviz_attention.ipynb's code cells, in order, on the smoke model instead of the Multi30K one."""
+    folder, _ = smoke_run
+    notebook = json.loads((ROOT / "examples/bertviz_attention.ipynb").read_text(encoding="utf-8"))
+    code = [
+        "".join(cell["source"]).replace('"runs/multi30k_en_de"', repr(str(folder)))
+        for cell in notebook["cells"]
+        if cell["cell_type"] == "code"
+    ]
+    namespace: dict = {}
+    exec("\n".join(code), namespace)  # noqa: S102  (the notebook, as Jupyter would run it)
+    assert namespace["maps"].target_tokens[0] == "<s>" and namespace["maps"].cross.shape[-1] == len(
+        namespace["maps"].source_tokens
+    )

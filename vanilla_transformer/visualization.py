@@ -60,6 +60,18 @@ class AttentionMaps:
             raise ValueError(f"Attention kind {kind!r} is not one of {sorted(ATTENTION_KINDS)}.")
         return getattr(self, kind)
 
+    def bertviz_arguments(self) -> dict:
+        """The keyword arguments of BertViz's encoder-decoder views: `bertviz.head_view(**maps.bertviz_arguments())`
+        and `bertviz.model_view(...)` take, per kind of attention, one (batch, heads, queries, keys) tensor per layer
+        (what transformers models return with output_attentions=True), and the two token lists."""
+        return {
+            "encoder_attention": tuple(layer.unsqueeze(0) for layer in self.encoder),
+            "decoder_attention": tuple(layer.unsqueeze(0) for layer in self.decoder),
+            "cross_attention": tuple(layer.unsqueeze(0) for layer in self.cross),
+            "encoder_tokens": self.source_tokens,
+            "decoder_tokens": self.target_tokens,
+        }
+
     def axis_tokens(self, kind: str) -> tuple[list[str], list[str]]:
         """(query tokens, key tokens) of a kind of map."""
         queries = self.source_tokens if kind == "encoder" else self.target_tokens
@@ -285,18 +297,26 @@ def draw_heatmap(
     axis.set_title(title, fontsize=8)
 
 
-def plot_attention(maps: AttentionMaps, kind: str = "cross", layers: list[int] | None = None) -> Figure:
-    """A grid of heatmaps of one kind of attention ("encoder", "decoder", "cross"): a row per layer, a column per
-    head, and a last column with the heads' average. Keys along x, queries along y."""
-    weights = maps.weights(kind)  # (layers, H, Lq, Lk)
-    if kind == "decoder":  # leave the masked future blank rather than coloured as a zero weight
-        future = torch.ones(weights.shape[-2:], dtype=torch.bool).triu(diagonal=1)
-        weights = weights.masked_fill(future, float("nan"))
-    layers = list(range(weights.shape[0])) if layers is None else layers
+def displayed_weights(maps: AttentionMaps, kind: str, layers: list[int]) -> torch.Tensor:
+    """The weights of `kind` for `layers` (layers, H, Lq, Lk), the decoder's masked future as NaN: drawn blank rather
+    than coloured as a zero weight. A layer the model does not have is a ValueError naming the range."""
+    weights = maps.weights(kind)
     if not all(0 <= layer < weights.shape[0] for layer in layers):
         raise ValueError(
             f"Layers {layers}: the model has {weights.shape[0]} layers, numbered 0 to {weights.shape[0] - 1}."
         )
+    weights = weights[layers]
+    if kind == "decoder":
+        future = torch.ones(weights.shape[-2:], dtype=torch.bool).triu(diagonal=1)
+        weights = weights.masked_fill(future, float("nan"))
+    return weights
+
+
+def plot_attention(maps: AttentionMaps, kind: str = "cross", layers: list[int] | None = None) -> Figure:
+    """A grid of heatmaps of one kind of attention ("encoder", "decoder", "cross"): a row per layer, a column per
+    head, and a last column with the heads' average. Keys along x, queries along y."""
+    layers = list(range(maps.weights(kind).shape[0])) if layers is None else layers
+    weights = displayed_weights(maps, kind, layers)  # (len(layers), H, Lq, Lk)
     heads = weights.shape[1]
     queries, keys = maps.axis_tokens(kind)
     plt = pyplot()
@@ -308,9 +328,29 @@ def plot_attention(maps: AttentionMaps, kind: str = "cross", layers: list[int] |
     for row, layer in enumerate(layers):
         for head in range(heads):
             title = f"layer {layer + 1}, head {head + 1}"
-            draw_heatmap(axes[row, head], weights[layer, head], queries, keys, title, families)
-        draw_heatmap(axes[row, heads], weights[layer].mean(0), queries, keys, f"layer {layer + 1}, average", families)
+            draw_heatmap(axes[row, head], weights[row, head], queries, keys, title, families)
+        draw_heatmap(axes[row, heads], weights[row].mean(0), queries, keys, f"layer {layer + 1}, average", families)
     figure.suptitle(ATTENTION_KINDS[kind])
+    figure.tight_layout()
+    return figure
+
+
+def plot_attention_head(maps: AttentionMaps, kind: str, layer: int, head: int | None = None) -> Figure:
+    """One heatmap: head `head` of layer `layer` (both from 0), or the heads' average when `head` is None."""
+    weights = displayed_weights(maps, kind, [layer])[0]  # (H, Lq, Lk)
+    if head is not None and not 0 <= head < weights.shape[0]:
+        raise ValueError(f"Head {head}: the model has {weights.shape[0]} heads, numbered 0 to {weights.shape[0] - 1}.")
+    queries, keys = maps.axis_tokens(kind)
+    plt = pyplot()
+    size = (max(4.0, 0.35 * len(keys) + 1.5), max(3.5, 0.35 * len(queries) + 1.5))
+    figure, axis = plt.subplots(figsize=size)
+    shown = weights.mean(0) if head is None else weights[head]
+    which = "average of the heads" if head is None else f"head {head + 1}"
+    draw_heatmap(
+        axis, shown, queries, keys, f"{ATTENTION_KINDS[kind]}, layer {layer + 1}, {which}", token_font_families()
+    )
+    axis.set_xlabel("keys")
+    axis.set_ylabel("queries")
     figure.tight_layout()
     return figure
 
@@ -372,6 +412,7 @@ __all__ = [
     "positional_dot_products",
     "parameter_table",
     "plot_attention",
+    "plot_attention_head",
     "plot_positional_encoding",
     "plot_positional_curves",
     "plot_positional_distance",
