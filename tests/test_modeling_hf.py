@@ -258,8 +258,9 @@ def test_a_training_step_traces_as_one_graph_and_gives_the_eager_loss_and_gradie
     for source_length, target_length in ((7, 6), (11, 9)):
         input_ids, attention_mask, labels = random_batch(source_length=source_length, target_length=target_length)
         labels[0, -3:] = -100
-        batch = dict(attention_mask=attention_mask, labels=labels, label_smoothing=0.1, skip_logits=True)
-        batch["input_ids"] = input_ids
+        batch = dict(
+            input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1, skip_logits=True
+        )
         losses, gradients = [], []
         for run in (model, compiled):
             model.zero_grad()

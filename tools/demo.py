@@ -118,12 +118,8 @@ def build_demo(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> gr
                 layer = gr.Radio(layers, value="1", label="Layer", elem_id="layer")
                 head = gr.Radio(heads, value=AVERAGE, label="Head", elem_id="head")
             picture = gr.Image(label="Attention weights (rows: queries, columns: keys)", elem_id="heatmap")
-            translate_button.click(
-                translate,
-                [source, num_beams, length_penalty, kind, layer, head],
-                [translation, candidates, maps, picture],
-            )
-            source.submit(
+            gr.on(
+                [translate_button.click, source.submit],
                 translate,
                 [source, num_beams, length_penalty, kind, layer, head],
                 [translation, candidates, maps, picture],
@@ -137,10 +133,9 @@ def build_demo(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> gr
             encoding = gr.Image(label="PE(pos, i): sin on even, cos on odd dimensions", elem_id="pe")
             distance = gr.Image(label="PE(pos) · PE(pos + k): a function of k alone", elem_id="pe_distance")
 
-            def draw(d: float, n: float) -> tuple[Image.Image, Image.Image]:
-                return as_image(plot_positional_encoding(int(d), int(n))), as_image(
-                    plot_positional_distance(int(d), int(n))
-                )
+            def draw(width: float, positions: float) -> tuple[Image.Image, Image.Image]:
+                figures = (plot_positional_encoding, plot_positional_distance)
+                return tuple(as_image(plot(int(width), int(positions))) for plot in figures)
 
             for control in (d_model, length):
                 control.release(draw, [d_model, length], [encoding, distance])
