@@ -224,3 +224,18 @@ def test_a_length_limit_that_drops_every_pair_is_an_error_not_an_empty_run(tmp_p
     corpus = load_parallel_corpus(args, seed=0)
     with pytest.raises(CorpusError, match=r"All 8 training pairs are longer than --max_source_length 2 .*has 4 tokens"):
         tokenize_corpus(corpus, word_tokenizer([s for p in PAIRS for s in p]), args)
+
+
+def test_the_literature_preprocessing_lowercases_and_tokenizes_every_split(tmp_path):
+    pairs = [("A man's dog runs.", "Der Hund eines Mannes läuft."), ("Two kids, one ball!", "Zwei Kinder, ein Ball!")]
+    for prefix in ("train", "val", "test_a"):
+        write_pairs(tmp_path, prefix, pairs)
+    args = DataArguments(data_dir=str(tmp_path), test_prefixes=["test_a"], preprocess="lowercase_tokenized")
+    corpus = load_parallel_corpus(args, seed=0)
+    for split in ("train", "validation", "test_a"):
+        assert corpus[split][0] == {"source": "a man 's dog runs .", "target": "der hund eines mannes läuft ."}
+        assert corpus[split][1] == {"source": "two kids , one ball !", "target": "zwei kinder , ein ball !"}
+    untouched = load_parallel_corpus(DataArguments(data_dir=str(tmp_path), test_prefixes=["test_a"]), seed=0)
+    assert untouched["test_a"][0]["source"] == "A man's dog runs."
+    with pytest.raises(CorpusError, match="--preprocess 'lowercase': use one of none, lowercase_tokenized"):
+        load_parallel_corpus(DataArguments(data_dir=str(tmp_path), preprocess="lowercase"), seed=0)

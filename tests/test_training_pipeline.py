@@ -149,41 +149,77 @@ def test_a_misspelled_config_setting_names_the_file_and_the_setting(tmp_path):
         parse_arguments(["--config", str(config)])
 
 
-def test_bf16_is_on_by_default_only_where_the_hardware_computes_it(monkeypatch):
-    import training.arguments
+def test_bf16_is_left_to_a_measurement_unless_a_flag_says():
+    def parsed(*flags: str):
+        return parse_arguments([*SMOKE, "--output_dir", "elsewhere", *flags])[-1]
 
-    def bf16_of(*flags: str) -> bool:
-        return parse_arguments([*SMOKE, "--output_dir", "elsewhere", *flags])[-1].bf16
+    assert parsed().bf16 is None and parsed().mixed_precision == "no"  # undecided: the Trainer would read it as off
+    assert parsed("--bf16").bf16 is True and parsed("--bf16").mixed_precision == "bf16"
+    assert parsed("--bf16", "false").bf16 is False
+    assert parsed("--fp16").bf16 is False
+    args = parsed()
+    args.set_bf16(True)
+    assert (args.bf16, args.mixed_precision) == (True, "bf16")
+    args.set_bf16(False)
+    assert (args.bf16, args.mixed_precision) == (False, "no")
 
-    monkeypatch.setattr(training.arguments, "native_bf16", lambda: False)  # a CPU that emulates bf16
-    assert bf16_of() is False
-    assert bf16_of("--bf16") is True
-    monkeypatch.setattr(training.arguments, "native_bf16", lambda: True)  # an Ampere GPU, a CPU with AMX
-    assert bf16_of() is True
-    assert bf16_of("--bf16", "false") is False
-    assert bf16_of("--fp16") is False
+
+def probe_batch(model) -> dict:
+    """A batch of the run's kind (training.train.typical_batch): token-budget batches of padded pairs."""
+    from datasets import Dataset
+
+    from training.train import typical_batch
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    features = [tokenizer(source, text_target=target) for source, target in PAIRS]
+    dataset = Dataset.from_list([dict(feature) for feature in features])
+    return typical_batch(dataset, DataCollatorForSeq2Seq(tokenizer, model=model), max_tokens=24)
 
 
-def test_cpu_bf16_needs_the_instructions_and_a_probe_that_shows_it_faster(monkeypatch, tmp_path):
-    import training.arguments as arguments
+def test_the_probe_batch_is_a_middle_token_budget_batch_of_the_run(model):
+    from training.batching import TokenBudgetBatchSampler
+
+    batch = probe_batch(model)
+    assert set(batch) == {"input_ids", "attention_mask", "labels", "decoder_input_ids"}
+    lengths = [len(source.split()) + 2 for source, _ in PAIRS]  # words, "." and </s>
+    assert batch["input_ids"].numel() <= 24 and batch["input_ids"].shape[0] >= 2
+    assert batch["input_ids"].shape[1] in lengths
+    assert len(TokenBudgetBatchSampler([5, 3], [4, 6], max_tokens=12)) == 1
+
+
+def test_cpu_bf16_needs_the_instructions_and_a_faster_training_step(monkeypatch, tmp_path, model):
+    import training.precision as precision
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     probed = []
     for flags, speedup, expected in (
         (set(), 5.0, False),  # no bf16 instructions: emulated, never probed
-        ({"avx512_bf16"}, 1.7, True),  # the AMD EPYC of the issue
-        ({"amx_bf16"}, 0.9, False),  # the instructions, but the probe finds it slower
+        ({"avx512_bf16"}, 1.7, True),  # the AMD EPYC of the issue, a model whose step gains
+        ({"amx_bf16"}, 0.8, False),  # the instructions, but the step is slower (the Multi30K Tiny: casts cost more)
     ):
-        monkeypatch.setattr(arguments, "cpu_bf16_instructions", lambda flags=flags: flags)
-        monkeypatch.setattr(arguments, "bf16_matmul_speedup", lambda s=speedup: probed.append(s) or s)
-        assert arguments.native_bf16() is expected
-    assert probed == [1.7, 0.9]
+        monkeypatch.setattr(precision, "cpu_bf16_instructions", lambda flags=flags: flags)
+        monkeypatch.setattr(precision, "bf16_step_speedup", lambda model, batch, s=speedup: probed.append(s) or s)
+        assert precision.bf16_trains_faster(model, {}) is expected
+    assert probed == [1.7, 0.8]
     monkeypatch.undo()
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 amx_tile\n")
-    assert arguments.cpu_bf16_instructions(str(cpuinfo)) == {"avx512_bf16"}
-    assert arguments.cpu_bf16_instructions(str(tmp_path / "absent")) == set()
-    assert arguments.bf16_matmul_speedup(64, 32, 64) > 0
+    assert precision.cpu_bf16_instructions(str(cpuinfo)) == {"avx512_bf16"}
+    assert precision.cpu_bf16_instructions(str(tmp_path / "absent")) == set()
+
+
+def test_the_bf16_probe_times_real_steps_and_leaves_no_trace(model):
+    """The probe trains a copy with an Adam of its own: the run that follows is the same as without it."""
+    from training.precision import bf16_step_speedup
+
+    batch = probe_batch(model)
+    weights = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    random_state = torch.random.get_rng_state()
+    assert bf16_step_speedup(model, batch) > 0
+    assert torch.equal(torch.random.get_rng_state(), random_state)
+    assert all(torch.equal(tensor, weights[name]) for name, tensor in model.state_dict().items())
+    assert all(parameter.grad is None for parameter in model.parameters())
+    assert not model.training
 
 
 def test_batches_take_few_shapes_under_torch_compile_and_workers_default_to_the_device(model):
@@ -301,6 +337,18 @@ def test_loss_curve_against_time_is_drawn_from_the_log(smoke_run, tmp_path):
     assert minutes == sorted(minutes) and minutes[-1] > 0
     picture = plot_curves([output], tmp_path / "curves.png")
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_time_limit_ends_training_at_a_logging_step_with_a_checkpoint(tmp_path):
+    """--max_train_minutes: a time budget whatever the machine's speed; the run then evaluates and ships as usual."""
+    output = tmp_path / "run"
+    flags = ["--max_train_minutes", "0.0001", "--output_dir", str(output)]  # expired at the first logging step (10)
+    report = train_main([*SMOKE, *flags])
+    assert report["summary"]["steps"] == 10
+    assert [path.name for path in sorted(output.glob("checkpoint-*"))] == ["checkpoint-10"]
+    assert (output / "model.safetensors").exists() and "test" in report["results"]["last"]
+    with pytest.raises(SystemExit, match="--max_train_minutes -1.0: must be positive"):
+        parse_arguments([*SMOKE, "--max_train_minutes", "-1"])
 
 
 def test_report_tables_every_model_and_split_of_a_finished_run(smoke_run, tmp_path):

@@ -7,7 +7,6 @@ import argparse
 import dataclasses
 import difflib
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -105,6 +104,13 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     num_beams: int = field(default=4, metadata={"help": "Beam size for evaluation and the saved model (§6.1)."})
     length_penalty: float = field(default=0.6, metadata={"help": "Beam length penalty alpha (§6.1)."})
     max_length_beyond_source: int = field(default=50, metadata={"help": "Output limit: source length + this."})
+    max_train_minutes: float = field(
+        default=0,
+        metadata={
+            "help": "Stop training at the first logging step after this many minutes of wall time (with a "
+            "checkpoint), or at max_steps if sooner; 0: no time limit. Final evaluations and averaging follow."
+        },
+    )
     average_checkpoints: int = field(
         default=0, metadata={"help": "Average the last N checkpoints into the final model (§6.1: 5); 0 or 1: off."}
     )
@@ -119,7 +125,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         default=None,
         # nargs/const: a bare --bf16 still means true, as for the Trainer's own flag (HfArgumentParser passes these on).
         metadata={
-            "help": "bf16 autocast. Default: on where a CUDA GPU computes bf16 natively, else off.",
+            "help": "bf16 autocast. Default: on where a CUDA GPU computes bf16 natively, or where the CPU has AMX or "
+            "AVX512-BF16 and a timed training step of the model is faster in bf16; else off.",
             "nargs": "?",
             "const": True,
         },
@@ -129,10 +136,12 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         for name, least in (("max_tokens", 1), ("num_beams", 1), ("max_length_beyond_source", 0), ("warmup_steps", 0)):
             if getattr(self, name) < least:
                 raise ValueError(f"--{name} {getattr(self, name)}: must be at least {least}.")
+        if self.max_train_minutes < 0:
+            raise ValueError(f"--max_train_minutes {self.max_train_minutes}: must be positive (or 0: no limit).")
         if not 0 <= self.label_smoothing_factor < 1:
             raise ValueError(f"--label_smoothing_factor {self.label_smoothing_factor}: must be in [0, 1).")
-        if self.bf16 is None:
-            self.bf16 = native_bf16() and not self.fp16
+        if self.fp16 and self.bf16 is None:
+            self.bf16 = False
         if self.dataloader_num_workers is None:
             self.dataloader_num_workers = 2 if torch.cuda.is_available() else 0
             self.dataloader_persistent_workers = torch.cuda.is_available()  # not restarted at every epoch
@@ -142,38 +151,11 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             self.dataloader_pin_memory = False  # pinned memory only helps copies to a GPU
         super().__post_init__()
 
-
-def native_bf16() -> bool:
-    """Whether bf16 autocast makes training faster here: on CUDA GPUs that compute bf16 natively (Ampere on), and on
-    CPUs with AMX or AVX512-BF16 where a short timed product confirms it. Other CPUs emulate bf16, 10 to 40 times
-    slower than fp32 on this project's machines, and some with the instructions gained only 1.7x: so measure."""
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported(including_emulation=False)
-    return bool(cpu_bf16_instructions()) and bf16_matmul_speedup() > 1.2
-
-
-def cpu_bf16_instructions(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
-    """The CPU's bf16 instruction sets among AMX and AVX512-BF16, from /proc/cpuinfo (empty where there is none)."""
-    try:
-        flags = next(line for line in Path(cpuinfo).read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return set()
-    return set(flags.split()) & {"amx_bf16", "avx512_bf16"}
-
-
-def bf16_matmul_speedup(rows: int = 2048, inner: int = 256, columns: int = 2048) -> float:
-    """fp32 time / bf16 time of a matrix product the size of a small model's projections (best of 3, ~0.1 s)."""
-
-    def best_time(dtype: torch.dtype) -> float:
-        a, b = torch.randn(rows, inner, dtype=dtype), torch.randn(inner, columns, dtype=dtype)
-        times = []
-        for _ in range(3):
-            started = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - started)
-        return min(times)
-
-    return best_time(torch.float32) / best_time(torch.bfloat16)
+    def set_bf16(self, enabled: bool) -> None:
+        """Decide bf16 after parsing (train.py measures it when no flag was given: None until then, which the
+        Trainer reads as off), before the Trainer hands the precision to accelerate."""
+        self.bf16 = enabled
+        self.mixed_precision = "bf16" if enabled else "no"  # what TrainingArguments.__post_init__ derives from bf16
 
 
 # Trainer settings that the recipe replaces: given, they would be silently ignored.

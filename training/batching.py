@@ -58,6 +58,12 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         if batch:
             self.batches.append(batch)
 
+    @classmethod
+    def for_dataset(cls, dataset, max_tokens: int, seed: int = 0) -> "TokenBudgetBatchSampler":
+        """Batches of a tokenized dataset with "input_ids" and "labels" columns."""
+        sources, targets = dataset["input_ids"], dataset["labels"]
+        return cls([len(ids) for ids in sources], [len(ids) for ids in targets], max_tokens, seed)
+
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 

@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import sacrebleu
-from sacremoses import MosesTokenizer
+
+from .data import lowercase_tokenizer
 
 CJK_LANGUAGES = ("zh", "ja", "ko")
 
@@ -35,11 +36,7 @@ def translation_scores(
         "chrf_signature": str(chrf.get_signature()),
     }
     if target_lang not in CJK_LANGUAGES:
-        moses = MosesTokenizer(lang=target_lang)
-
-        def tokenize(text: str) -> str:
-            return moses.tokenize(text.lower(), return_str=True, escape=False)
-
+        tokenize = lowercase_tokenizer(target_lang)
         tokenized = sacrebleu.metrics.BLEU(tokenize="none", force=True)
         scores["tokenized_bleu"] = tokenized.corpus_score(
             [tokenize(h) for h in hypotheses], [[tokenize(r) for r in references]]

@@ -38,11 +38,32 @@ class StartClock(TrainerCallback):
         self.trainer.clock = (time.time(), before[-1] if before else 0.0)
 
 
+class StopAtTimeLimit(TrainerCallback):
+    """Ends training once `args.max_train_minutes` of training wall time have passed (a resumed run counts the time
+    before its checkpoint), with a checkpoint at that step: a time budget whatever the machine's speed. The
+    inverse-sqrt rate does not depend on the number of steps, so stopping early leaves the schedule as it was.
+
+    The clock is read at logging steps only, where the processes of a multi-GPU run agree on it (one small
+    all-reduce): a process that stopped alone would leave the others waiting for it forever."""
+
+    def __init__(self, trainer: "TranslationTrainer"):
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if not args.max_train_minutes or state.global_step % max(1, state.logging_steps):
+            return
+        expired = torch.tensor(float(self.trainer.elapsed_s() >= 60 * args.max_train_minutes))
+        if self.trainer.accelerator.reduce(expired.to(self.trainer.accelerator.device), reduction="sum") > 0:
+            control.should_training_stop = True
+            control.should_save = True
+
+
 class TranslationTrainer(Seq2SeqTrainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.clock = (time.time(), 0.0)  # (when this process began training, seconds trained before a resume)
         self.add_callback(StartClock(self))
+        self.add_callback(StopAtTimeLimit(self))
         # §5.4 label smoothing is computed by the model (see compute_loss), not by the Trainer's LabelSmoother.
         self.label_smoother = None
 
@@ -58,18 +79,19 @@ class TranslationTrainer(Seq2SeqTrainer):
         """Every log entry gets `elapsed_s`, the wall-clock seconds since training began, so that loss and BLEU can
         be drawn against time (the Trainer's entries carry only the step). A resumed run goes on from the clock of
         its checkpoint."""
-        started, offset = self.clock
-        logs["elapsed_s"] = round(offset + time.time() - started, 1)
+        logs["elapsed_s"] = round(self.elapsed_s(), 1)
         super().log(logs, start_time)
+
+    def elapsed_s(self) -> float:
+        """Seconds of training wall time, those before a resume included."""
+        started, offset = self.clock
+        return offset + time.time() - started
 
     def get_train_dataloader(self) -> DataLoader:
         """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences."""
         dataset = self.train_dataset
-        sources, targets = dataset["input_ids"], dataset["labels"]
-        check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
-        sampler = TokenBudgetBatchSampler(
-            [len(ids) for ids in sources], [len(ids) for ids in targets], self.args.max_tokens, self.args.seed
-        )
+        check_token_ids_fit(dataset["input_ids"], dataset["labels"], self.model.get_input_embeddings().num_embeddings)
+        sampler = TokenBudgetBatchSampler.for_dataset(dataset, self.args.max_tokens, self.args.seed)
         dataset = self._remove_unused_columns(dataset, description="training")
         workers = self.args.dataloader_num_workers
         loader = DataLoader(

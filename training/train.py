@@ -26,11 +26,13 @@ from vanilla_transformer import TranslationPipeline, VanillaTransformerForCondit
 
 from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
 from .average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
+from .batching import TokenBudgetBatchSampler
 from .checkpoints import newest_complete_checkpoint
 from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
 from .hub import make_tokenizer_config_portable, publish
 from .metrics import decode, make_compute_metrics, translation_scores
 from .model_card import render_model_card
+from .precision import bf16_trains_faster
 from .recipe import TranslationTrainer
 from .schedule import peak_learning_rate
 from .tokenizer import VOCABULARY_RECORD, special_token_ids, train_tokenizer
@@ -86,6 +88,14 @@ def batch_collator(tokenizer, model: PreTrainedModel, args: TranslationTrainingA
     """Pads each batch to its longest sentence and adds the decoder inputs. Under torch.compile, lengths go up to a
     multiple of 8: the compiled step then meets a few shapes instead of one per length."""
     return DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=8 if args.torch_compile else None)
+
+
+def typical_batch(dataset, collator: DataCollatorForSeq2Seq, max_tokens: int) -> dict:
+    """The middle one of the run's token-budget batches (they are cut from pairs sorted by length), collated: what
+    a probe of the step's speed should time."""
+    sampler = TokenBudgetBatchSampler.for_dataset(dataset, max_tokens)
+    pairs = dataset.select_columns(["input_ids", "attention_mask", "labels"]).select(sampler.batches[len(sampler) // 2])
+    return collator(list(pairs))
 
 
 def paper_generation_config(args: TranslationTrainingArguments, tokenizer) -> GenerationConfig:
@@ -194,12 +204,14 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
             **{k: getattr(args, k) for k in (*training, "label_smoothing_factor", "seed")},
             "steps": summary["steps"],
             "vocabulary": vocabulary,
+            # The model then reads and writes that text (e.g. lowercased and tokenized): the card must say so.
+            **({"text": data_args.preprocess} if data_args.preprocess != "none" else {}),
         },
         generation={k: getattr(args, k) for k in ("num_beams", "length_penalty", "max_length_beyond_source")},
         example_source=corpus[list(results["last"])[-1]]["source"][0],
     )
     (output_dir / "README.md").write_text(card, encoding="utf-8")
-    report = {"summary": summary, "results": results, "arguments": {"data": asdict(data_args)}}
+    report = {"summary": summary, "results": results, "arguments": {"data": asdict(data_args), "seed": args.seed}}
     (output_dir / "results.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
 
 
@@ -227,6 +239,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.learning_rate == 0:
         args.learning_rate = peak_learning_rate(model.config.d_model, int(args.warmup_steps), args.lr_scale)
     logger.info("Model: %s parameters; peak learning rate %.3g", f"{model.num_parameters():,}", args.learning_rate)
+    collator = batch_collator(tokenizer, model, args)
+    if args.bf16 is None:  # no flag: bf16 where a timed step of this model on this machine is faster
+        args.set_bf16(bf16_trains_faster(model, typical_batch(tokenized["train"], collator, args.max_tokens)))
+    logger.info("Precision: %s", "bf16 autocast" if args.bf16 else "fp32")
 
     trainer = TranslationTrainer(
         model=model,
@@ -234,7 +250,7 @@ def main(argv: list[str] | None = None) -> dict:
         train_dataset=tokenized["train"],
         eval_dataset=tokenized["validation"],
         processing_class=tokenizer,
-        data_collator=batch_collator(tokenizer, model, args),
+        data_collator=collator,
         compute_metrics=make_compute_metrics(tokenizer, data_args.target_lang),
     )
     train_result = trainer.train(resume_from_checkpoint=checkpoint)

@@ -1,0 +1,95 @@
+"""How many checkpoints to average, and which beam size and length penalty to decode with, judged on a finished run's
+validation set (never on a test set): one row per choice, the best marked.
+
+python -m tools.tune_decoding runs/multi30k_en_de --average 1 5 10 --num_beams 4 --length_penalty 0.6 1.0
+
+The run folder must still hold its checkpoints (`--save_total_limit` at least the largest --average). Averaging 1
+is the newest checkpoint alone. Each row decodes the whole validation set once (about 40 s for Multi30K's 1,014
+sentences with beam 4 on 2 CPU cores).
+"""
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from training.average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
+from training.data import CorpusError, DataArguments, load_parallel_corpus
+from training.metrics import translation_scores
+from vanilla_transformer import TranslationPipeline
+
+from .report import read_report
+from .translate import positive_int
+
+
+def validation_pairs(run_dir: Path) -> tuple[list[str], list[str], str]:
+    """(sources, references, target language) of the validation split the run was evaluated on (the run's seed
+    chooses it where it was cut from the training data)."""
+    arguments = read_report(run_dir)["arguments"]
+    data_args = DataArguments(**arguments["data"])
+    validation = load_parallel_corpus(data_args, arguments.get("seed", 1))["validation"]
+    return list(validation["source"]), list(validation["target"]), data_args.target_lang
+
+
+def averaged_model_folder(run_dir: Path, count: int, scratch: Path) -> Path:
+    """A model folder with the mean weights of the run's `count` newest checkpoints (the newest one alone for 1)."""
+    checkpoints = last_checkpoints(run_dir, count)
+    if len(checkpoints) < count:
+        raise AveragingError(f"{run_dir} holds {len(checkpoints)} complete checkpoints, not {count}.")
+    return checkpoints[0] if count == 1 else write_averaged_model(checkpoints, scratch / f"average-{count}")
+
+
+def validation_scores(
+    translator: TranslationPipeline, pairs: tuple[list[str], list[str], str], beams: int, penalty: float, batch: int
+) -> dict:
+    sources, references, target_lang = pairs
+    outputs = translator(sources, batch_size=batch, num_beams=beams, length_penalty=penalty)
+    return translation_scores([output["translation_text"].strip() for output in outputs], references, target_lang)
+
+
+def markdown_table(rows: list[tuple[int, int, float, dict]]) -> str:
+    best = max(rows, key=lambda row: row[3]["bleu"])
+    lines = [
+        "| checkpoints averaged | beam | length penalty | validation sacreBLEU | tokenized BLEU |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        count, beams, penalty, scores = row
+        tokenized = f"{scores['tokenized_bleu']:.2f}" if "tokenized_bleu" in scores else "–"
+        lines.append(
+            f"| {count} | {beams} | {penalty} | {scores['bleu']:.2f}{' (best)' if row is best else ''} | {tokenized} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="The output folder of a finished training.train run.")
+    parser.add_argument("--average", type=positive_int, nargs="+", default=[1, 5], help="Checkpoints to average.")
+    parser.add_argument("--num_beams", type=positive_int, nargs="+", default=[4])
+    parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.6])
+    parser.add_argument("--batch_size", type=positive_int, default=64)
+    args = parser.parse_args(argv)
+
+    rows = []
+    try:
+        pairs = validation_pairs(args.run_dir)
+        tokenizer = AutoTokenizer.from_pretrained(args.run_dir)
+        with tempfile.TemporaryDirectory() as scratch:
+            for count in args.average:
+                model = AutoModelForSeq2SeqLM.from_pretrained(averaged_model_folder(args.run_dir, count, Path(scratch)))
+                translator = TranslationPipeline(model=model.eval(), tokenizer=tokenizer, device=torch.device("cpu"))
+                for beams in args.num_beams:
+                    for penalty in args.length_penalty:
+                        scores = validation_scores(translator, pairs, beams, penalty, args.batch_size)
+                        rows.append((count, beams, penalty, scores))
+                        print(f"average {count}, beam {beams}, length penalty {penalty}: BLEU {scores['bleu']:.2f}")
+    except (AveragingError, CorpusError, FileNotFoundError) as error:
+        raise SystemExit(f"error: {error}") from None
+    print("\n" + markdown_table(rows))
+
+
+if __name__ == "__main__":
+    main()
