@@ -22,9 +22,10 @@ from training.arguments import parse_arguments
 from training.average_checkpoints import last_checkpoints
 from training.average_checkpoints import main as average_main
 from training.hub import hub_files
+from training.recipe import TranslationTrainer
 from training.train import main as train_main
 
-from .helpers import PAIRS, ROOT, SMOKE, SUBPROCESS_DEADLINE_S, run_python, translate, word_tokenizer
+from .helpers import PAIRS, ROOT, SMOKE, SUBPROCESS_DEADLINE_S, run_python, tiny_model, translate, word_tokenizer
 
 
 def shared_data() -> Path:
@@ -158,10 +159,13 @@ def test_bf16_is_left_to_a_measurement_unless_a_flag_says():
     assert parsed("--bf16", "false").bf16 is False
     assert parsed("--fp16").bf16 is False
     args = parsed()
-    args.set_bf16(True)
-    assert (args.bf16, args.mixed_precision) == (True, "bf16")
     args.set_bf16(False)
     assert (args.bf16, args.mixed_precision) == (False, "no")
+    args.set_bf16(True)
+    assert (args.bf16, args.mixed_precision) == (True, "bf16")
+    # What the Trainer's accelerator then runs with: the decision taken after parsing is the one that trains.
+    assert TranslationTrainer(model=tiny_model(), args=args).accelerator.mixed_precision == "bf16"
+    assert TranslationTrainer(model=tiny_model(), args=parsed()).accelerator.mixed_precision == "no"
 
 
 def probe_batch(model) -> dict:
