@@ -12,16 +12,13 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
 from training.average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
 from training.data import CorpusError, DataArguments, load_parallel_corpus
 from training.metrics import translation_scores
 from vanilla_transformer import TranslationPipeline
 
 from .report import read_report
-from .translate import positive_int
+from .translate import ModelFolderError, load_model_folder, positive_int, resolve_device
 
 
 def validation_pairs(run_dir: Path) -> tuple[list[str], list[str], str]:
@@ -76,17 +73,17 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     try:
         pairs = validation_pairs(args.run_dir)
-        tokenizer = AutoTokenizer.from_pretrained(args.run_dir)
         with tempfile.TemporaryDirectory() as scratch:
             for count in args.average:
-                model = AutoModelForSeq2SeqLM.from_pretrained(averaged_model_folder(args.run_dir, count, Path(scratch)))
-                translator = TranslationPipeline(model=model.eval(), tokenizer=tokenizer, device=torch.device("cpu"))
+                folder = averaged_model_folder(args.run_dir, count, Path(scratch))
+                model, tokenizer = load_model_folder(str(folder), resolve_device("auto"))
+                translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
                 for beams in args.num_beams:
                     for penalty in args.length_penalty:
                         scores = validation_scores(translator, pairs, beams, penalty, args.batch_size)
                         rows.append((count, beams, penalty, scores))
                         print(f"average {count}, beam {beams}, length penalty {penalty}: BLEU {scores['bleu']:.2f}")
-    except (AveragingError, CorpusError, FileNotFoundError) as error:
+    except (AveragingError, CorpusError, ModelFolderError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from None
     print("\n" + markdown_table(rows))
 

@@ -59,9 +59,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             self.batches.append(batch)
 
     @classmethod
-    def for_dataset(cls, dataset, max_tokens: int, seed: int = 0) -> "TokenBudgetBatchSampler":
-        """Batches of a tokenized dataset with "input_ids" and "labels" columns."""
-        sources, targets = dataset["input_ids"], dataset["labels"]
+    def from_token_ids(
+        cls, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], max_tokens: int, seed: int = 0
+    ) -> "TokenBudgetBatchSampler":
+        """Batches of tokenized pairs (a dataset's "input_ids" and "labels" columns)."""
         return cls([len(ids) for ids in sources], [len(ids) for ids in targets], max_tokens, seed)
 
     def set_epoch(self, epoch: int) -> None:

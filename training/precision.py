@@ -11,6 +11,7 @@ shape and Adam's step it agrees with the run (0.85x). So the probe times whole t
 
 import copy
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -54,9 +55,10 @@ def bf16_step_speedup(model: nn.Module, batch: dict[str, torch.Tensor]) -> float
     return fp32 / bf16
 
 
-def bf16_trains_faster(model: nn.Module, batch: dict[str, torch.Tensor]) -> bool:
+def bf16_trains_faster(model: nn.Module, make_batch: Callable[[], dict[str, torch.Tensor]]) -> bool:
     """Whether to train `model` with bf16 autocast by default. On a CUDA GPU: where it computes bf16 natively
-    (Ampere on). On a CPU: where it has AMX or AVX512-BF16 and a timed step on `batch` is at least 10% faster."""
+    (Ampere on). On a CPU: where it has AMX or AVX512-BF16 and a timed step on one of the run's batches is at least
+    10% faster. `make_batch` is called only for that probe: building the batch reads the whole training set."""
     if torch.cuda.is_available():
         return torch.cuda.is_bf16_supported(including_emulation=False)
-    return bool(cpu_bf16_instructions()) and bf16_step_speedup(model, batch) > 1.1
+    return bool(cpu_bf16_instructions()) and bf16_step_speedup(model, make_batch()) > 1.1

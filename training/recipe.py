@@ -90,8 +90,9 @@ class TranslationTrainer(Seq2SeqTrainer):
     def get_train_dataloader(self) -> DataLoader:
         """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences."""
         dataset = self.train_dataset
-        check_token_ids_fit(dataset["input_ids"], dataset["labels"], self.model.get_input_embeddings().num_embeddings)
-        sampler = TokenBudgetBatchSampler.for_dataset(dataset, self.args.max_tokens, self.args.seed)
+        sources, targets = dataset["input_ids"], dataset["labels"]  # read once: a column read copies it out of Arrow
+        check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
+        sampler = TokenBudgetBatchSampler.from_token_ids(sources, targets, self.args.max_tokens, self.args.seed)
         dataset = self._remove_unused_columns(dataset, description="training")
         workers = self.args.dataloader_num_workers
         loader = DataLoader(

@@ -6,6 +6,7 @@ Arguments: `python -m training.train --help` (model, data, vocabulary and all Se
 The same command runs under `torchrun` or `accelerate launch` on several GPUs or machines.
 """
 
+import functools
 import hashlib
 import json
 import logging
@@ -93,7 +94,7 @@ def batch_collator(tokenizer, model: PreTrainedModel, args: TranslationTrainingA
 def typical_batch(dataset, collator: DataCollatorForSeq2Seq, max_tokens: int) -> dict:
     """The middle one of the run's token-budget batches (they are cut from pairs sorted by length), collated: what
     a probe of the step's speed should time."""
-    sampler = TokenBudgetBatchSampler.for_dataset(dataset, max_tokens)
+    sampler = TokenBudgetBatchSampler.from_token_ids(dataset["input_ids"], dataset["labels"], max_tokens)
     pairs = dataset.select_columns(["input_ids", "attention_mask", "labels"]).select(sampler.batches[len(sampler) // 2])
     return collator(list(pairs))
 
@@ -241,7 +242,8 @@ def main(argv: list[str] | None = None) -> dict:
     logger.info("Model: %s parameters; peak learning rate %.3g", f"{model.num_parameters():,}", args.learning_rate)
     collator = batch_collator(tokenizer, model, args)
     if args.bf16 is None:  # no flag: bf16 where a timed step of this model on this machine is faster
-        args.set_bf16(bf16_trains_faster(model, typical_batch(tokenized["train"], collator, args.max_tokens)))
+        probe_batch = functools.partial(typical_batch, tokenized["train"], collator, args.max_tokens)
+        args.set_bf16(bf16_trains_faster(model, probe_batch))
     logger.info("Precision: %s", "bf16 autocast" if args.bf16 else "fp32")
 
     trainer = TranslationTrainer(
