@@ -248,6 +248,36 @@ def test_training_skips_the_logits_of_unlabelled_positions_with_the_same_loss_an
         model(input_ids=input_ids, decoder_input_ids=labels.clamp(min=0), skip_logits=True)
 
 
+def test_training_on_a_cpu_leaves_unread_positions_out_of_the_ffn_with_the_same_loss_and_gradients():
+    """Source padding and the target positions after the last label reach no loss term: in training on a CPU the
+    FFN (§3.3, position-wise) computes the other rows only. A -100 label inside a target keeps its position: later
+    positions read it. Loss and gradients are those of the full computation (eval mode, dropout 0)."""
+    model = tiny_model(dropout=0.0)
+    input_ids, attention_mask, labels = random_batch()  # the last source row has two padding positions
+    labels[0, -3:] = -100  # unread: after the last label
+    labels[1, 1] = -100  # read by positions 2.. of its row
+    batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1)
+    rows_into_ffn = []
+    for layer in (*model.model.encoder.layers, *model.model.decoder.layers):
+        layer.ffn.fc1.register_forward_hook(lambda module, args, out: rows_into_ffn.append(args[0].shape[:-1].numel()))
+
+    def loss_and_gradients(train: bool):
+        model.train(train).zero_grad()
+        rows_into_ffn.clear()
+        loss = model(**batch).loss
+        loss.backward()
+        return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}, list(rows_into_ffn)
+
+    loss, gradients, rows = loss_and_gradients(train=True)
+    full_loss, full_gradients, full_rows = loss_and_gradients(train=False)
+    source_rows, target_rows = int(attention_mask.sum()), labels.numel() - 3
+    assert rows == [source_rows] * 2 + [target_rows] * 2
+    assert full_rows == [input_ids.numel()] * 2 + [labels.numel()] * 2
+    torch.testing.assert_close(loss, full_loss, rtol=0, atol=1e-6)
+    for name, grad in full_gradients.items():
+        torch.testing.assert_close(gradients[name], grad, rtol=0, atol=1e-6, msg=name)
+
+
 def test_a_training_step_traces_as_one_graph_and_gives_the_eager_loss_and_gradients():
     """Nothing in forward + label-smoothed loss makes the host wait for the device: dynamo traces it as one graph
     (fullgraph=True raises at any break) for padded batches of two lengths. Traced, the model projects every position

@@ -325,10 +325,41 @@ class VanillaTransformerSublayerConnection(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.layer_norm_position == "pre"
 
-    def forward(self, hidden_states: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        sublayer: Callable[[torch.Tensor], torch.Tensor],
+        needed_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if needed_positions is not None:
+            # A position-wise sub-layer (§3.3) computed on the (N, D) rows that something reads; the others (padding)
+            # pass through unchanged. See `needed_positions`.
+            return hidden_states.index_put((needed_positions,), self(hidden_states[needed_positions], sublayer))
         if self.pre_norm:
             return hidden_states + self.dropout(sublayer(self.layer_norm(hidden_states)))
         return self.layer_norm(hidden_states + self.dropout(sublayer(hidden_states)))
+
+
+def needed_positions(module: nn.Module, positions: torch.Tensor | None) -> torch.Tensor | None:
+    """`positions` (B, L), true where an output is read, as a boolean mask: where the FFN may skip the others (a 4D
+    attention pattern names no positions: None).
+
+    Only in training on a CPU. There a padded batch spends a share of every step on padding rows, and leaving them
+    out of the FFN, the largest position-wise product, is free. On a GPU the number of rows kept would make the host
+    wait for the device, and torch.compile would break its graph; at inference the outputs stay exactly as before.
+    """
+    if positions is None or positions.dim() != 2 or not module.training or is_torchdynamo_compiling():
+        return None
+    if positions.device.type != "cpu":
+        return None
+    return positions.bool()
+
+
+def positions_up_to_last_label(labels: torch.Tensor) -> torch.Tensor:
+    """(B, T) true at and before each row's last labelled position: what a causal decoder's loss reads. Positions
+    after it (the padding of shorter targets) reach no loss term, since position t is seen only by t and later."""
+    labelled = labels != -100  # (B, T)
+    return labelled.flip(-1).cumsum(-1).flip(-1) > 0
 
 
 def final_layer_norm(config: VanillaTransformerConfig) -> nn.LayerNorm | None:
@@ -353,11 +384,17 @@ class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
         self.ffn = VanillaTransformerFeedForward(config, config.encoder_ffn_dim)
         self.ffn_sublayer = VanillaTransformerSublayerConnection(config)
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs) -> torch.Tensor:
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        needed_positions: torch.Tensor | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
         hidden_states = self.self_attn_sublayer(
             hidden_states, lambda x: self.self_attn(x, attention_mask=attention_mask, **kwargs)[0]
         )
-        return self.ffn_sublayer(hidden_states, self.ffn)  # (B, S, D)
+        return self.ffn_sublayer(hidden_states, self.ffn, needed_positions)  # (B, S, D)
 
 
 class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
@@ -380,6 +417,7 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
         encoder_hidden_states: torch.Tensor,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
+        needed_positions: torch.Tensor | None = None,
         **kwargs,
     ) -> torch.Tensor:
         hidden_states = self.self_attn_sublayer(
@@ -396,7 +434,7 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
                 **kwargs,
             )[0],
         )
-        return self.ffn_sublayer(hidden_states, self.ffn)  # (B, T, D)
+        return self.ffn_sublayer(hidden_states, self.ffn, needed_positions)  # (B, T, D)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -475,9 +513,11 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
         check_attention_mask(attention_mask, hidden_states.shape[:2], "attention_mask")
         # Padding positions are hidden from every query (the mask holds the dtype's minimum there).
         mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        # A padding position is a key no query sees: its FFN output is never read.
+        needed = needed_positions(self, attention_mask)
         with attention_kernels(self.config, hidden_states.device):
             for layer in self.layers:
-                hidden_states = layer(hidden_states, mask, **kwargs)
+                hidden_states = layer(hidden_states, mask, needed, **kwargs)
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
         return BaseModelOutput(last_hidden_state=hidden_states)
@@ -517,8 +557,13 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        read_positions: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
+        r"""
+        read_positions (`torch.Tensor` of shape `(batch_size, target_length)`): true where the output is read (the
+            loss's positions and all before them); in training on a CPU the FFN leaves the others out.
+        """
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -543,6 +588,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
+        needed = needed_positions(self, read_positions)
         with attention_kernels(self.config, hidden_states.device):
             for layer in self.layers:
                 hidden_states = layer(
@@ -551,6 +597,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
                     encoder_hidden_states,  # positional: gradient checkpointing re-runs the layer with these
                     encoder_attention_mask=encoder_mask,
                     past_key_values=past_key_values,
+                    needed_positions=needed,
                     **kwargs,
                 )
         if self.layer_norm is not None:
@@ -656,8 +703,13 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        decoder_read_positions: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
+        r"""
+        decoder_read_positions (`torch.Tensor` of shape `(batch_size, target_length)`): see the decoder's
+            `read_positions`.
+        """
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError(
                 "The decoder needs decoder_input_ids (or labels, from which they are shifted right). With the "
@@ -686,6 +738,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             past_key_values=past_key_values,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
+            read_positions=decoder_read_positions,
             **kwargs,
         )
         return Seq2SeqModelOutput(
@@ -808,6 +861,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
+            decoder_read_positions=positions_up_to_last_label(labels) if labels is not None else None,
             **kwargs,
         )
         # Labels are aligned with the decoder positions (the inputs were shifted), so position t predicts labels[t].
