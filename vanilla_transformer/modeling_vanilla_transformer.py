@@ -333,24 +333,25 @@ class VanillaTransformerSublayerConnection(nn.Module):
     ) -> torch.Tensor:
         if needed_positions is not None:
             # A position-wise sub-layer (§3.3) computed on the (N, D) rows that something reads; the others (padding)
-            # pass through unchanged. See `needed_positions`.
+            # pass through unchanged. See `skips_unread_positions`.
             return hidden_states.index_put((needed_positions,), self(hidden_states[needed_positions], sublayer))
         if self.pre_norm:
             return hidden_states + self.dropout(sublayer(self.layer_norm(hidden_states)))
         return self.layer_norm(hidden_states + self.dropout(sublayer(hidden_states)))
 
 
-def needed_positions(module: nn.Module, positions: torch.Tensor | None) -> torch.Tensor | None:
-    """`positions` (B, L), true where an output is read, as a boolean mask: where the FFN may skip the others (a 4D
-    attention pattern names no positions: None).
+def skips_unread_positions(module: nn.Module, tensor: torch.Tensor) -> bool:
+    """Whether the FFN may leave out the positions that nothing reads: in training on a CPU only. There a padded
+    batch spends a share of every step on padding rows, and leaving them out of the FFN, the largest position-wise
+    product, is free. On a GPU the number of rows kept would make the host wait for the device, and torch.compile
+    would break its graph; at inference the outputs stay exactly as before."""
+    return module.training and tensor.device.type == "cpu" and not is_torchdynamo_compiling()
 
-    Only in training on a CPU. There a padded batch spends a share of every step on padding rows, and leaving them
-    out of the FFN, the largest position-wise product, is free. On a GPU the number of rows kept would make the host
-    wait for the device, and torch.compile would break its graph; at inference the outputs stay exactly as before.
-    """
-    if positions is None or positions.dim() != 2 or not module.training or is_torchdynamo_compiling():
-        return None
-    if positions.device.type != "cpu":
+
+def positions_to_compute(module: nn.Module, positions: torch.Tensor | None) -> torch.Tensor | None:
+    """`positions` (B, L), true where an output is read, as the boolean mask of the rows the FFN computes; None where
+    it computes them all (see `skips_unread_positions`; a 4D attention pattern names no positions)."""
+    if positions is None or positions.dim() != 2 or not skips_unread_positions(module, positions):
         return None
     return positions.bool()
 
@@ -514,7 +515,7 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
         # Padding positions are hidden from every query (the mask holds the dtype's minimum there).
         mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
         # A padding position is a key no query sees: its FFN output is never read.
-        needed = needed_positions(self, attention_mask)
+        needed = positions_to_compute(self, attention_mask)
         with attention_kernels(self.config, hidden_states.device):
             for layer in self.layers:
                 hidden_states = layer(hidden_states, mask, needed, **kwargs)
@@ -588,7 +589,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
-        needed = needed_positions(self, read_positions)
+        needed = positions_to_compute(self, read_positions)
         with attention_kernels(self.config, hidden_states.device):
             for layer in self.layers:
                 hidden_states = layer(
@@ -850,6 +851,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        read_positions = None
+        if labels is not None and skips_unread_positions(self, labels):
+            read_positions = positions_up_to_last_label(labels)
 
         outputs: Seq2SeqModelOutput = self.model(
             input_ids,
@@ -861,7 +865,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
-            decoder_read_positions=positions_up_to_last_label(labels) if labels is not None else None,
+            decoder_read_positions=read_positions,
             **kwargs,
         )
         # Labels are aligned with the decoder positions (the inputs were shifted), so position t predicts labels[t].
