@@ -87,6 +87,19 @@ def test_yaml_config_gives_defaults_and_flags_override_it():
     assert (training.adam_beta2, training.adam_epsilon, training.label_smoothing_factor) == (0.98, 1e-9, 0.1)
 
 
+@pytest.mark.parametrize("config", sorted((ROOT / "training/configs").glob("*.yaml")), ids=lambda path: path.stem)
+def test_every_shipped_config_parses_into_the_values_its_file_states(config):
+    """A shipped config with a misspelt key, a refused value or a comment that swallowed its value fails here, not
+    after a user has waited for its data to load."""
+    stated = yaml.safe_load(config.read_text(encoding="utf-8"))
+    parsed = {}
+    for arguments in parse_arguments(["--config", str(config)]):
+        parsed.update(vars(arguments))
+    for name in ("vocab_size", "dropout", "max_steps", "learning_rate", "warmup_steps", "max_tokens"):
+        if name in stated:
+            assert parsed[name] == stated[name], name
+
+
 def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
     data = parse_arguments([*SMOKE[:2], "--train_file", "pairs.tsv", "--output_dir", "elsewhere"])[1]
     assert (data.train_file, data.data_dir) == ("pairs.tsv", None)  # the config's data_dir gives way
