@@ -196,6 +196,12 @@ CASES = [
     ("vt-train", "`--max_tokens 0`", arguments("--max_tokens", "0")),
     ("vt-train", "`--layers -1`", arguments("--layers", "-1")),
     ("vt-train", "`--max_tokens lots`", arguments("--max_tokens", "lots")),
+    ("vt-train", "`--bpe_dropout 1.5`", arguments("--bpe_dropout", "1.5")),
+    (
+        "vt-train",
+        "`--bpe_dropout 0.1 --model_type unigram`",
+        arguments("--bpe_dropout", "0.1", "--model_type", "unigram"),
+    ),
     ("configuration", "`dropout=1.5`", config(dropout=1.5)),
     ("configuration", "`d_model=0`", config(d_model=0)),
     ("configuration", "`vocab_size=3` (below the special ids)", config(vocab_size=3)),

@@ -100,6 +100,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     weight_decay: float = field(default=0.0, metadata={"help": "None in the paper."})
     max_grad_norm: float = field(default=0.0, metadata={"help": "0: no clipping, as in the paper."})
     label_smoothing_factor: float = field(default=0.1, metadata={"help": "Label smoothing epsilon (§5.4: 0.1)."})
+    bpe_dropout: float = field(
+        default=0.0,
+        metadata={
+            "help": "BPE-dropout (Provilkov et al., 2020): every epoch the training pairs are segmented anew, each "
+            "merge skipped with this probability (their 0.1); evaluation and the shipped tokenizer are unchanged. "
+            "0: off."
+        },
+    )
     predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate BLEU on beam-search output."})
     num_beams: int = field(default=4, metadata={"help": "Beam size for evaluation and the saved model (§6.1)."})
     length_penalty: float = field(default=0.6, metadata={"help": "Beam length penalty alpha (§6.1)."})
@@ -140,11 +148,20 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--max_train_minutes {self.max_train_minutes}: must be positive (or 0: no limit).")
         if not 0 <= self.label_smoothing_factor < 1:
             raise ValueError(f"--label_smoothing_factor {self.label_smoothing_factor}: must be in [0, 1).")
+        if not 0 <= self.bpe_dropout < 1:
+            raise ValueError(f"--bpe_dropout {self.bpe_dropout}: must be in [0, 1) (0: off).")
         if self.fp16 and self.bf16 is None:
             self.bf16 = False
         if self.dataloader_num_workers is None:
             self.dataloader_num_workers = 2 if torch.cuda.is_available() else 0
-            self.dataloader_persistent_workers = torch.cuda.is_available()  # not restarted at every epoch
+            # Not restarted at every epoch; except with BPE-dropout, whose segmentations of an epoch reach the workers
+            # when they start.
+            self.dataloader_persistent_workers = torch.cuda.is_available() and not self.bpe_dropout
+        if self.bpe_dropout and self.dataloader_persistent_workers and self.dataloader_num_workers:
+            raise ValueError(
+                "--bpe_dropout with --dataloader_persistent_workers: persistent workers would keep the first "
+                "epoch's segmentations; leave --dataloader_persistent_workers out."
+            )
         if not (torch.cuda.is_available() or torch.backends.mps.is_available()):
             # accelerate runs several CPU processes as DDP (gloo), and bf16 on CPU, only when told the run is on CPU.
             self.use_cpu = True
@@ -231,6 +248,13 @@ def parse_arguments(argv: list[str] | None = None):
     parser.set_defaults(**settings)  # the file's settings replace the defaults; the command line still wins
     try:
         # The last item would be the namespace of --config, which was read above: only the dataclasses are returned.
-        return tuple(parser.parse_args_into_dataclasses(args=argv)[: len(ARGUMENT_CLASSES)])
+        parsed = tuple(parser.parse_args_into_dataclasses(args=argv)[: len(ARGUMENT_CLASSES)])
     except (argparse.ArgumentError, ValueError) as error:  # a malformed value, or one a dataclass refused
         raise SystemExit(f"error: {f'{config} with the command line: ' if config else ''}{error}") from None
+    model_args, _, vocab_args, training_args = parsed
+    if training_args.bpe_dropout and not model_args.model_name_or_path and vocab_args.model_type != "bpe":
+        raise SystemExit(
+            f"error: --bpe_dropout {training_args.bpe_dropout} skips BPE merges: it needs --model_type bpe, "
+            f"not {vocab_args.model_type!r}."
+        )
+    return parsed

