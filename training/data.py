@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 
 PREPROCESSING = ("none", "lowercase_tokenized")
+TEXT_COLUMNS = ["source", "target"]  # every corpus split's; tokenized, only the training split keeps them
 
 
 @dataclass
@@ -349,7 +350,7 @@ def tokenize_corpus(corpus: DatasetDict, tokenizer, args: DataArguments) -> Data
 
     tokenized = DatasetDict(
         {
-            split: dataset.map(encode, batched=True, remove_columns=None if split == "train" else ["source", "target"])
+            split: dataset.map(encode, batched=True, remove_columns=None if split == "train" else TEXT_COLUMNS)
             for split, dataset in corpus.items()
         }
     )

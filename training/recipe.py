@@ -10,10 +10,9 @@ from torch.utils.data import DataLoader
 from transformers import Seq2SeqTrainer, TrainerCallback
 
 from .batching import TokenBudgetBatchSampler
+from .data import TEXT_COLUMNS
 from .schedule import inverse_sqrt_schedule
 from .subword_regularization import BpeDropoutPairs
-
-TEXT_COLUMNS = ["source", "target"]  # kept in the tokenized training split for BPE-dropout; not model inputs
 
 
 def check_token_ids_fit(sources: list[list[int]], targets: list[list[int]], vocab_size: int) -> None:
