@@ -2,6 +2,7 @@
 
 import json
 import os
+import platform
 import re
 import signal
 import socket
@@ -224,6 +225,44 @@ def test_cpu_bf16_needs_the_instructions_and_a_faster_training_step(monkeypatch,
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16 amx_tile\n")
     assert precision.cpu_bf16_instructions(str(cpuinfo)) == {"avx512_bf16"}
     assert precision.cpu_bf16_instructions(str(tmp_path / "absent")) == set()
+
+
+PAGE_FAULTS_OF_FREED_BLOCKS = """
+import resource, sys
+import torch
+from training.allocator import reuse_freed_memory
+if sys.argv[1] == "reuse":
+    assert reuse_freed_memory()
+for _ in range(20):  # the first blocks leave holes in malloc's heap, which later blocks fit into
+    torch.ones(2**24)  # 64 MB, allocated and freed
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(10):
+    torch.ones(2**24)  # as a training step's logits are, every step
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt() is glibc's")
+def test_memory_a_step_frees_is_reused_without_faulting_its_pages_in_again():
+    faults = {}
+    for mode in ("default", "reuse"):
+        command = [sys.executable, "-c", PAGE_FAULTS_OF_FREED_BLOCKS, mode]
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=SUBPROCESS_DEADLINE_S)
+        assert result.returncode == 0, result.stderr[-2000:]
+        faults[mode] = int(result.stdout.split()[-1])
+    assert faults["default"] > 10 * 2**24 * 4 // 4096 // 2  # every 64 MB block mapped and zeroed anew, page by page
+    assert faults["reuse"] < faults["default"] / 100
+
+
+def test_the_allocator_is_left_alone_where_the_c_library_is_not_glibc(monkeypatch):
+    import training.allocator as allocator
+
+    monkeypatch.setattr(allocator.platform, "libc_ver", lambda: ("", ""))
+    monkeypatch.setattr(allocator.ctypes, "CDLL", lambda name: pytest.fail("mallopt() called outside glibc"))
+    assert allocator.reuse_freed_memory() is False
+    monkeypatch.undo()
+    assert parse_arguments([*SMOKE, "--reuse_freed_memory", "false"])[3].reuse_freed_memory is False
+    assert parse_arguments(SMOKE)[3].reuse_freed_memory is True
 
 
 def test_the_bf16_probe_times_real_steps_and_leaves_no_trace(model):

@@ -38,12 +38,17 @@ def averaged_model_folder(run_dir: Path, count: int, scratch: Path) -> Path:
     return checkpoints[0] if count == 1 else write_averaged_model(checkpoints, scratch / f"average-{count}")
 
 
+def translations(translator: TranslationPipeline, sources: list[str], batch: int, **decoding) -> list[str]:
+    """The translation of every source, decoded with `decoding` (else the model's generation config)."""
+    return [output["translation_text"].strip() for output in translator(sources, batch_size=batch, **decoding)]
+
+
 def validation_scores(
     translator: TranslationPipeline, pairs: tuple[list[str], list[str], str], beams: int, penalty: float, batch: int
 ) -> dict:
     sources, references, target_lang = pairs
-    outputs = translator(sources, batch_size=batch, num_beams=beams, length_penalty=penalty)
-    return translation_scores([output["translation_text"].strip() for output in outputs], references, target_lang)
+    hypotheses = translations(translator, sources, batch, num_beams=beams, length_penalty=penalty)
+    return translation_scores(hypotheses, references, target_lang)
 
 
 def markdown_table(rows: list[tuple[int, int, float, dict]]) -> str:

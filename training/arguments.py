@@ -122,6 +122,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     average_checkpoints: int = field(
         default=0, metadata={"help": "Average the last N checkpoints into the final model (§6.1: 5); 0 or 1: off."}
     )
+    reuse_freed_memory: bool = field(
+        default=True,
+        metadata={
+            "help": "Keep the memory a training step frees for the next step (glibc's malloc: no mmap, no trimming; "
+            "training.allocator): on 2 CPU cores the Multi30K step took 0.6-0.7 s instead of 0.9 s, for ~300 MB "
+            "more resident memory. Linux with glibc only; false: malloc's defaults."
+        },
+    )
     dataloader_num_workers: int | None = field(
         default=None,
         metadata={

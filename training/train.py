@@ -25,6 +25,7 @@ from transformers import (
 
 from vanilla_transformer import TranslationPipeline, VanillaTransformerForConditionalGeneration
 
+from .allocator import reuse_freed_memory
 from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
 from .average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
@@ -223,6 +224,8 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(
         format="%(asctime)s %(name)s: %(message)s", level=logging.INFO if args.should_log else logging.WARN
     )
+    if args.reuse_freed_memory and reuse_freed_memory():
+        logger.info("Memory freed by a training step is kept for the next (glibc malloc: no mmap, no trimming)")
     set_seed(args.seed)
     output_dir = Path(args.output_dir)
     # The finished folder is published once at the end (training.hub); the Trainer would create the repo at start.
