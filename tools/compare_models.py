@@ -28,10 +28,9 @@ def paired_bootstrap(systems: dict[str, list[str]], references: list[str], targe
     """One row per system: sacreBLEU, the half-width of its 95% confidence interval, and (after the first) the
     difference from the first system and its p-value under sacreBLEU's paired bootstrap resampling."""
     metric = BLEU(tokenize=bleu_tokenizer(target_lang))
-    named = list(systems.items())
-    _, results = PairedTest(named, {"BLEU": metric}, [references], test_type="bs")()
+    _, results = PairedTest(list(systems.items()), {"BLEU": metric}, [references], test_type="bs")()
     baseline = results["BLEU"][0].score
-    first = named[0][1]
+    first = next(iter(systems.values()))
     rows = []
     for name, result in zip(results["System"], results["BLEU"], strict=True):
         row = {"model": name, "bleu": result.score, "ci": result.ci}
