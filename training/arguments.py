@@ -126,7 +126,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         default=True,
         metadata={
             "help": "Keep the memory a training step frees for the next step (glibc's malloc: no mmap, no trimming; "
-            "training.allocator): a Multi30K step on 2 CPU cores took 0.59 s instead of 0.80-0.85 s, for ~20% more "
+            "training.allocator): a Multi30K step on 2 CPU cores took 0.59 s instead of 0.80-0.85 s, for a fifth more "
             "resident memory. Linux with glibc only; false: malloc's defaults."
         },
     )
