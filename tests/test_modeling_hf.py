@@ -162,11 +162,8 @@ def test_beam_search_leaves_the_cross_attention_cache_in_place_with_the_same_res
     assert torch.equal(ours.sequences_scores, default.sequences_scores)
 
 
-def test_cached_step_logits_equal_full_forward_logits():
-    model = tiny_model()
-    input_ids, attention_mask, labels = random_batch()
-    decoder_input_ids = shift_tokens_right(labels, 0, 2)
-    full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+def logits_step_by_step(model, input_ids, attention_mask, decoder_input_ids) -> torch.Tensor:
+    """The logits of decoder_input_ids computed one position at a time with a cache, as generate() does."""
     encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
     past, steps = None, []
     with torch.no_grad():
@@ -180,7 +177,62 @@ def test_cached_step_logits_equal_full_forward_logits():
             )
             past = out.past_key_values
             steps.append(out.logits)
-    torch.testing.assert_close(torch.cat(steps, dim=1), full.detach(), rtol=0, atol=1e-5)
+    return torch.cat(steps, dim=1)
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_cached_step_logits_equal_full_forward_logits(attn_implementation):
+    model = tiny_model(attn_implementation=attn_implementation)
+    input_ids, attention_mask, labels = random_batch()
+    decoder_input_ids = shift_tokens_right(labels, 0, 2)
+    full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+    steps = logits_step_by_step(model, input_ids, attention_mask, decoder_input_ids)
+    torch.testing.assert_close(steps, full.detach(), rtol=0, atol=1e-5)
+
+
+def test_decoding_builds_the_source_padding_mask_once_and_again_when_the_source_mask_changes(monkeypatch):
+    import vanilla_transformer.modeling_vanilla_transformer as modeling
+
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    built = []
+    build = modeling.create_bidirectional_mask
+    monkeypatch.setattr(modeling, "create_bidirectional_mask", lambda **kwargs: built.append(1) or build(**kwargs))
+    model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10, min_new_tokens=10)
+    assert len(built) == 2  # the encoder's, and the decoder's at its first step; not one per step
+
+    # The same mask tensor changed in place (one more padding position) must not reuse the mask built before it.
+    decoder_input_ids = shift_tokens_right(labels, 0, 2)
+    logits_step_by_step(model, input_ids, attention_mask, decoder_input_ids)
+    attention_mask[0, -1] = 0
+    steps = logits_step_by_step(model, input_ids, attention_mask, decoder_input_ids)
+    full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+    torch.testing.assert_close(steps, full.detach(), rtol=0, atol=1e-5)
+
+
+def test_generate_does_not_rebuild_the_forward_signature_at_every_step(monkeypatch):
+    # transformers reads a remote-code model's forward signature in prepare_inputs_for_generation(), once per step;
+    # built from the function each time, that cost as much as a tenth of a Transformer-Tiny step.
+    import inspect
+
+    model = tiny_model()
+    input_ids, attention_mask, _ = random_batch()
+    built = []
+    build = inspect._signature_from_function
+
+    def counting_build(cls, function, *args, **kwargs):
+        built.extend([function] if function.__qualname__ == f"{type(model).__name__}.forward" else [])
+        return build(cls, function, *args, **kwargs)
+
+    monkeypatch.setattr(inspect, "_signature_from_function", counting_build)
+    counts = []
+    for new_tokens in (4, 16):
+        built.clear()
+        model.generate(
+            input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens
+        )
+        counts.append(len(built))
+    assert counts[0] == counts[1], f"the forward signature is built again at every step: {counts}"
 
 
 # Labels and loss -------------------------------------------------------------------------------------------------
