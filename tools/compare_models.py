@@ -18,10 +18,9 @@ from sacrebleu.significance import PairedTest
 
 from training.data import CorpusError
 from training.metrics import bleu_tokenizer
-from vanilla_transformer import TranslationPipeline
 
-from .translate import ModelFolderError, load_model_folder, positive_int, resolve_device
-from .tune_decoding import translations, validation_pairs
+from .translate import ModelFolderError, positive_int
+from .tune_decoding import run_translator, translations, validation_pairs
 
 
 def paired_bootstrap(systems: dict[str, list[str]], references: list[str], target_lang: str) -> list[dict]:
@@ -68,9 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         sources, references, target_lang = validation_pairs(args.run)
         systems = {}
         for folder in args.models:
-            model, tokenizer = load_model_folder(folder, resolve_device("auto"))
-            translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
-            systems[folder] = translations(translator, sources, args.batch_size)
+            systems[folder] = translations(run_translator(folder, args.run), sources, args.batch_size)
             print(f"{folder}: {len(sources)} validation sentences translated")
     except (CorpusError, ModelFolderError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from None

@@ -15,6 +15,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from tools.translate import ModelFolderError, load_model_folder, resolve_device
+from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
 from vanilla_transformer.visualization import (
     ATTENTION_KINDS,
     AttentionMaps,
@@ -39,8 +40,8 @@ def n_best(
 ) -> list[tuple[str, float]]:
     """The beam's finished translations, best first, with their scores: the sum of the tokens' log-probabilities,
     divided by length^length_penalty for beam search (§6.1). The first is what generate() gives with these
-    settings; greedy search (one beam) has one."""
-    inputs = tokenizer([source], return_tensors="pt").to(model.device)
+    settings; greedy search (one beam) has one. `source` is prepared as the model's training text was."""
+    inputs = tokenizer([text_preparation(tokenizer)(source)], return_tensors="pt").to(model.device)
     with torch.inference_mode():
         output = model.generate(
             **inputs,

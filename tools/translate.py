@@ -29,6 +29,7 @@ from transformers import (
 
 from training.text_files import CorpusError, decode_lines, read_lines
 from vanilla_transformer import TranslationPipeline  # importing registers the model type: no remote code
+from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
 
 
 class ModelFolderError(ValueError):
@@ -103,9 +104,10 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
     # counts such an empty one among its finished hypotheses; CTranslate2 by default does not (min_decoding_length
     # 1), which changed 3 of Multi30K's 2,000 test translations (test 2016 and 2017, beam 4) until set alike here.
     min_length = first_set(getattr(generation, "min_new_tokens", None), 0)
+    prepare = text_preparation(tokenizer)  # as the generate() engine's pipeline does
 
     def translate(texts: list[str]) -> list[str]:
-        ids = tokenizer(texts)["input_ids"]
+        ids = tokenizer([prepare(text) for text in texts])["input_ids"]
         results = translator.translate_batch(
             [tokenizer.convert_ids_to_tokens(row) for row in ids],
             beam_size=beams,

@@ -13,6 +13,7 @@ import argparse
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import vanilla_transformer  # noqa: F401  (registers the model type, so no remote code is needed)
+from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
 from vanilla_transformer.visualization import (
     ATTENTION_KINDS,
     attention_maps,
@@ -27,7 +28,8 @@ from vanilla_transformer.visualization import (
 def attention_figure(args: argparse.Namespace):
     model = AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    maps = attention_maps(model, tokenizer, args.source, args.target)
+    target = text_preparation(tokenizer, "target")(args.target) if args.target else None  # as the model writes
+    maps = attention_maps(model, tokenizer, args.source, target)
     print(f"source: {' '.join(maps.source_tokens)}\ntarget: {' '.join(maps.target_tokens)}")
     return plot_attention(maps, args.kind, args.layers)
 

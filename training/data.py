@@ -19,14 +19,15 @@ from typing import ClassVar
 
 from datasets import Dataset, DatasetDict, Features, Value, load_dataset
 from datasets.exceptions import DatasetGenerationError
-from sacremoses import MosesTokenizer
+
+from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, lowercase_tokenizer
 
 from .text_files import CorpusError, read_lines
 
 logger = logging.getLogger(__name__)
 
 
-PREPROCESSING = ("none", "lowercase_tokenized")
+PREPROCESSING = ("none", LOWERCASE_TOKENIZED)
 TEXT_COLUMNS = ["source", "target"]  # every corpus split's; tokenized, only the training split keeps them
 
 
@@ -67,7 +68,8 @@ class DataArguments:
             "help": "none (the text as it is: the model reads and writes cased, untokenized text), or "
             "lowercase_tokenized: every split lowercased and Moses-tokenized before the vocabulary is learned, the "
             "preprocessing of the Multi30K literature (Wu et al., 2021); the model then writes lowercased, "
-            "tokenized text and BLEU is on that text.",
+            "tokenized text and BLEU is on that text (the tokenizer records it: the pipeline and vt-translate prepare "
+            "a natural sentence the same way).",
             "choices": PREPROCESSING,
         },
     )
@@ -252,7 +254,7 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
 
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")
     corpus = held_out_splits(corpus, args, seed)
-    if args.preprocess == "lowercase_tokenized":
+    if args.preprocess == LOWERCASE_TOKENIZED:
         corpus = lowercase_and_tokenize(corpus, args.source_lang, args.target_lang)
     if corpus["train"].num_rows == 0:
         raise CorpusError(f"The training set is empty ({args.train_file or args.data_dir or args.dataset_name}).")
@@ -312,16 +314,6 @@ def lowercase_and_tokenize(corpus: DatasetDict, source_lang: str, target_lang: s
         return {"source": list(map(source, batch["source"])), "target": list(map(target, batch["target"]))}
 
     return corpus.map(prepare, batched=True, desc="lowercasing and tokenizing")
-
-
-def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
-    """Text -> lowercased, Moses-tokenized text (sacremoses, without escaping): A man's dog. -> a man 's dog ."""
-    moses = MosesTokenizer(lang=lang)
-
-    def tokenize(text: str) -> str:
-        return moses.tokenize(text.lower(), return_str=True, escape=False)
-
-    return tokenize
 
 
 def testing_splits(corpus: DatasetDict) -> list[str]:

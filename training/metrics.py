@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import sacrebleu
 
-from .data import lowercase_tokenizer
+from vanilla_transformer.pipeline_vanilla_transformer import lowercase_tokenizer
 
 CJK_LANGUAGES = ("zh", "ja", "ko")
 

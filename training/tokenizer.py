@@ -128,3 +128,13 @@ def special_token_ids(tokenizer: PreTrainedTokenizerFast) -> dict[str, int]:
         "eos_token_id": tokenizer.eos_token_id,
         "decoder_start_token_id": tokenizer.bos_token_id,
     }
+
+
+def record_text_preprocessing(
+    tokenizer: PreTrainedTokenizerFast, preprocess: str, source_lang: str, target_lang: str
+) -> None:
+    """Write into the tokenizer's configuration (saved with it in every checkpoint and in the model folder) what
+    `--preprocess` did to the text before the vocabulary saw it: the translation pipeline, vt-translate and the demo
+    then do the same to a user's sentences (`vanilla_transformer.pipeline_vanilla_transformer.text_preparation`)."""
+    # "none" is written too: a tokenizer without the record is one saved before it was kept (tools.tune_decoding).
+    tokenizer.init_kwargs.update(text_preprocessing=preprocess, source_lang=source_lang, target_lang=target_lang)

@@ -37,7 +37,7 @@ from .model_card import render_model_card
 from .precision import bf16_trains_faster
 from .recipe import TranslationTrainer
 from .schedule import peak_learning_rate
-from .tokenizer import VOCABULARY_RECORD, special_token_ids, train_tokenizer
+from .tokenizer import VOCABULARY_RECORD, record_text_preprocessing, special_token_ids, train_tokenizer
 
 logger = logging.getLogger("training.train")
 
@@ -237,6 +237,7 @@ def main(argv: list[str] | None = None) -> dict:
         corpus = load_parallel_corpus(data_args, args.seed)
         output_dir.mkdir(parents=True, exist_ok=True)
         tokenizer = load_or_train_tokenizer(model_args, vocab_args, corpus, output_dir, resuming=checkpoint is not None)
+        record_text_preprocessing(tokenizer, data_args.preprocess, data_args.source_lang, data_args.target_lang)
         tokenized = tokenize_corpus(corpus, tokenizer, data_args)
 
     model = build_model(model_args, tokenizer)

@@ -5,17 +5,55 @@ Outputs as in transformers 4.x: one string gives `[{"translation_text": ...}]`, 
 dict per string (a list of lists with `num_return_sequences` > 1). Generation settings (`num_beams`,
 `max_new_tokens`, ...) go to `generate()`; without them, the model's saved generation config applies.
 
-This file imports only torch and transformers: `TranslationPipeline(...).save_pretrained(folder)` copies it into the
-folder and names it under `custom_pipelines` in `config.json`, so that
+A model trained on lowercased, Moses-tokenized text gets its sources lowercased and tokenized first (see
+`text_preparation`); it writes such text too.
+
+This file imports only torch and transformers (and sacremoses for such a model): `TranslationPipeline(...)
+.save_pretrained(folder)` copies it into the folder and names it under `custom_pipelines` in `config.json`, so that
 `pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
-from transformers import AutoModelForSeq2SeqLM, Pipeline
+from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedTokenizerBase
 
 DEFAULT_BATCH_SIZE = 32
+
+# training.train's `--preprocess lowercase_tokenized` (the text of the Multi30K literature): such a model reads
+# lowercased, Moses-tokenized sentences. Its tokenizer's configuration says so (`text_preprocessing`, `source_lang`,
+# `target_lang`, written by training), and what hands a user's sentence to the model prepares it the same way.
+LOWERCASE_TOKENIZED = "lowercase_tokenized"
+
+
+def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
+    """Text -> lowercased, Moses-tokenized text (sacremoses, without escaping): A man's dog. -> a man 's dog ."""
+    try:  # imported here: only such models need it, and transformers does not install it
+        from sacremoses import MosesTokenizer
+    except ImportError:
+        raise ImportError("This model reads lowercased, Moses-tokenized text: pip install sacremoses") from None
+    moses = MosesTokenizer(lang=lang)
+
+    def tokenize(text: str) -> str:
+        return moses.tokenize(text.lower(), return_str=True, escape=False)
+
+    return tokenize
+
+
+def text_preparation(tokenizer: PreTrainedTokenizerBase, side: str = "source") -> Callable[[str], str]:
+    """What training did to each sentence of `side` ("source" or "target") before the vocabulary saw it, as the
+    tokenizer's configuration records it: lowercasing and Moses tokenization for a model trained on such text, nothing
+    otherwise. A natural sentence handed as it is to such a model comes out as nonsense ("A man in an orange hat" ->
+    "ein unschließiger mann mit einem orangefarbenen hut")."""
+    preprocessing = tokenizer.init_kwargs.get("text_preprocessing", "none")
+    if preprocessing == "none":
+        return lambda text: text
+    if preprocessing == LOWERCASE_TOKENIZED:
+        return lowercase_tokenizer(tokenizer.init_kwargs.get(f"{side}_lang", "en"))
+    raise ValueError(
+        f"The tokenizer's configuration asks for text_preprocessing={preprocessing!r}, which this code does not know "
+        f"(it knows none and {LOWERCASE_TOKENIZED}): update the package, or the folder's copy of this file."
+    )
 
 
 class TranslationPipeline(Pipeline):
@@ -31,6 +69,7 @@ class TranslationPipeline(Pipeline):
         if kwargs.get("batch_size") is None:
             kwargs["batch_size"] = DEFAULT_BATCH_SIZE
         super().__init__(*args, **kwargs)
+        self.prepare_source = text_preparation(self.tokenizer)
 
     def _sanitize_parameters(self, truncation: bool | None = None, max_source_length: int | None = None, **generate):
         preprocess = {}
@@ -63,7 +102,8 @@ class TranslationPipeline(Pipeline):
             max_source_length = max_source_length or self.tokenizer.model_max_length
             if max_source_length > 1_000_000:  # the tokenizer's "no limit" default
                 raise ValueError("truncation=True needs a length: pass max_source_length=N (source tokens).")
-        inputs = self.tokenizer(text, truncation=truncation, max_length=max_source_length, return_tensors="pt")
+        source = self.prepare_source(text)
+        inputs = self.tokenizer(source, truncation=truncation, max_length=max_source_length, return_tensors="pt")
         # An empty source translates to "" (marked here, honoured in postprocess); batching keeps its shape (1,).
         inputs["is_empty"] = torch.tensor([not text.strip()])
         return inputs

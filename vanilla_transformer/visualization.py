@@ -25,6 +25,7 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_positional_encoding,
 )
+from .pipeline_vanilla_transformer import text_preparation
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -94,8 +95,10 @@ def attention_maps(
     target: str | None = None,
 ) -> AttentionMaps:
     """Run `source` → `target` through the model and keep every attention weight; without a target, the model's
-    own translation is used. Weights come from the eager implementation (sdpa and flash never materialise them);
-    the model's attention implementation is restored afterwards."""
+    own translation is used. `source` is prepared as the model's training text was (`text_preparation`); `target`
+    is taken as the model writes it. Weights come from the eager implementation (sdpa and flash never materialise
+    them); the model's attention implementation is restored afterwards."""
+    source = text_preparation(tokenizer)(source)
     if target is None:
         target = translate_one(model, tokenizer, source)
     batch = tokenizer([source], text_target=[target], return_tensors="pt").to(model.device)
