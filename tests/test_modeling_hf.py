@@ -190,14 +190,25 @@ def test_cached_step_logits_equal_full_forward_logits(attn_implementation):
     torch.testing.assert_close(steps, full.detach(), rtol=0, atol=1e-5)
 
 
+def counted_calls(monkeypatch, owner, name: str, counts=lambda *args, **kwargs: True) -> list:
+    """Wrap owner.<name> so that each call that `counts` accepts appends to the returned list."""
+    calls = []
+    original = getattr(owner, name)
+
+    def counting(*args, **kwargs):
+        calls.extend([args] if counts(*args, **kwargs) else [])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counting)
+    return calls
+
+
 def test_decoding_builds_the_source_padding_mask_once_and_again_when_the_source_mask_changes(monkeypatch):
     import vanilla_transformer.modeling_vanilla_transformer as modeling
 
     model = tiny_model()
     input_ids, attention_mask, labels = random_batch()
-    built = []
-    build = modeling.create_bidirectional_mask
-    monkeypatch.setattr(modeling, "create_bidirectional_mask", lambda **kwargs: built.append(1) or build(**kwargs))
+    built = counted_calls(monkeypatch, modeling, "create_bidirectional_mask")
     model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10, min_new_tokens=10)
     assert len(built) == 2  # the encoder's, and the decoder's at its first step; not one per step
 
@@ -212,19 +223,17 @@ def test_decoding_builds_the_source_padding_mask_once_and_again_when_the_source_
 
 def test_generate_does_not_rebuild_the_forward_signature_at_every_step(monkeypatch):
     # transformers reads a remote-code model's forward signature in prepare_inputs_for_generation(), once per step;
-    # built from the function each time, that cost as much as a tenth of a Transformer-Tiny step.
+    # built from the function each time, that cost ~30 µs of each ~800 µs step of a Transformer-Tiny.
     import inspect
 
     model = tiny_model()
     input_ids, attention_mask, _ = random_batch()
-    built = []
-    build = inspect._signature_from_function
+    forward = f"{type(model).__name__}.forward"
 
-    def counting_build(cls, function, *args, **kwargs):
-        built.extend([function] if function.__qualname__ == f"{type(model).__name__}.forward" else [])
-        return build(cls, function, *args, **kwargs)
+    def of_our_forward(cls, function, *args, **kwargs) -> bool:
+        return function.__qualname__ == forward
 
-    monkeypatch.setattr(inspect, "_signature_from_function", counting_build)
+    built = counted_calls(monkeypatch, inspect, "_signature_from_function", of_our_forward)
     counts = []
     for new_tokens in (4, 16):
         built.clear()
