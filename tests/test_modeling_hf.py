@@ -1,6 +1,7 @@
 """The model behaves as a transformers 5.x encoder-decoder: attention implementations, cache, loss, Trainer,
 save/load (also as remote code), gradient checkpointing, bf16, and clear errors for bad input."""
 
+import copy
 import json
 
 import pytest
@@ -17,6 +18,7 @@ from transformers import (
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
 from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
+from vanilla_transformer.transformers_versions import cache_of
 
 from .helpers import PAIRS, random_batch, run_python, tiny_config, tiny_model, word_tokenizer
 
@@ -201,6 +203,26 @@ def counted_calls(monkeypatch, owner, name: str, counts=lambda *args, **kwargs: 
 
     monkeypatch.setattr(owner, name, counting)
     return calls
+
+
+def test_the_cache_argument_is_taken_by_its_name_in_every_transformers_version():
+    # transformers 5.24 renamed forward's `past_key_values` to `cache`, and its generate() passes `cache=`; earlier
+    # versions pass `past_key_values=`. Both reach the model; both at once is an error.
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    decoder_input_ids = shift_tokens_right(labels, 0, 2)
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, use_cache=True)
+    with torch.no_grad():
+        first = model(**inputs, decoder_input_ids=decoder_input_ids[:, :-1])
+        second = {
+            name: model(**inputs, decoder_input_ids=decoder_input_ids[:, -1:], **{name: copy.deepcopy(cache_of(first))})
+            for name in ("cache", "past_key_values")
+        }
+        full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
+    for output in second.values():
+        torch.testing.assert_close(output.logits[:, -1], full[:, -1], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="Pass the cache once"):
+        model(**inputs, decoder_input_ids=decoder_input_ids, cache=cache_of(first), past_key_values=cache_of(first))
 
 
 def test_decoding_builds_the_source_padding_mask_once_and_again_when_the_source_mask_changes(monkeypatch):

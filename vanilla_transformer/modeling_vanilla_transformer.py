@@ -40,10 +40,13 @@ from .transformers_versions import (
     OutputRecorder,
     PreTrainedModel,
     attention_function,
+    cache_of,
+    cache_output,
     create_bidirectional_mask,
     decoder_self_attention_mask,
     init,
     records_outputs,
+    takes_cache_by_either_name,
 )
 
 logger = logging.get_logger(__name__)
@@ -581,6 +584,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
             kept = self.kept_encoder_mask = (built_from, source, mask)
         return kept[2]
 
+    @takes_cache_by_either_name
     @records_outputs
     def forward(
         self,
@@ -634,7 +638,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
         return BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden_states, past_key_values=past_key_values
+            last_hidden_state=hidden_states, **cache_output(past_key_values)
         )
 
 
@@ -722,6 +726,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.set_input_embeddings(value)
 
+    @takes_cache_by_either_name
     @can_return_tuple
     def forward(
         self,
@@ -774,7 +779,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **cache_output(cache_of(decoder_outputs)),
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -848,6 +853,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         past_key_values.self_attention_cache.reorder_cache(beam_idx)
         return past_key_values
 
+    @takes_cache_by_either_name
     @can_return_tuple
     def forward(
         self,
@@ -927,7 +933,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **cache_output(cache_of(outputs)),
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,

@@ -5,15 +5,50 @@ next to the modeling file (transformers copies a modeling file's relative import
 The configuration's own difference (dataclass configs in 5.x only) stays in the configuration file.
 """
 
+import dataclasses
+import functools
 from collections.abc import Callable
 
 import torch
 import transformers
 from transformers.masking_utils import create_causal_mask
+from transformers.modeling_outputs import Seq2SeqLMOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import PreTrainedModel as TransformersPreTrainedModel
 
 TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
+
+
+def takes_cache_by_either_name(forward: Callable) -> Callable:
+    """transformers 5.24 renamed the cache argument of forward from `past_key_values` to `cache` (generate() passes
+    `cache=`; output classes still take `past_key_values=` and have it as a property); 4.57-5.23 pass
+    `past_key_values=`. The model's forwards take `past_key_values`, given under either name."""
+
+    @functools.wraps(forward)
+    def renamed(*args, **kwargs):
+        if "cache" in kwargs:
+            if kwargs.get("past_key_values") is not None:
+                raise ValueError("Pass the cache once: as cache= or as past_key_values=, not both.")
+            kwargs["past_key_values"] = kwargs.pop("cache")
+        return forward(*args, **kwargs)
+
+    return renamed
+
+
+# The output classes' name for the cache: "cache" from 5.24 (where "past_key_values" works, with a warning).
+OUTPUT_FIELDS = {field.name for field in dataclasses.fields(Seq2SeqLMOutput)}
+OUTPUT_CACHE_FIELD = "cache" if "cache" in OUTPUT_FIELDS else "past_key_values"
+
+
+def cache_output(cache: object) -> dict:
+    """The cache as the keyword argument of an output class: `Seq2SeqLMOutput(..., **cache_output(cache))`."""
+    return {OUTPUT_CACHE_FIELD: cache}
+
+
+def cache_of(outputs: object) -> object:
+    """The cache that a model output holds (5.24's `past_key_values` property warns that the name is deprecated)."""
+    return getattr(outputs, OUTPUT_CACHE_FIELD)
+
 
 if TRANSFORMERS_5:
     from transformers import initialization as init  # initialisers that respect weights already loaded
@@ -88,8 +123,11 @@ __all__ = [
     "OutputRecorder",
     "PreTrainedModel",
     "attention_function",
+    "cache_of",
+    "cache_output",
     "create_bidirectional_mask",
     "decoder_self_attention_mask",
     "init",
     "records_outputs",
+    "takes_cache_by_either_name",
 ]
