@@ -11,7 +11,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from tools.translate import main as translate_main
 from tools.tune_decoding import main as tune_main
-from tools.tune_decoding import run_translator
+from tools.tune_decoding import run_data_arguments, run_translator
 from training.tokenizer import record_text_preprocessing
 from vanilla_transformer import TranslationPipeline
 from vanilla_transformer.export import export_ctranslate2
@@ -100,7 +100,7 @@ def test_a_folder_saved_before_tokenizers_recorded_it_is_taken_to_share_its_runs
     for name in ("text_preprocessing", "source_lang", "target_lang"):
         del settings[name]
     (old / "tokenizer_config.json").write_text(json.dumps(settings), encoding="utf-8")
-    assert run_translator(old, folder).prepare_source(NATURAL) == PREPARED
+    assert run_translator(old, run_data_arguments(folder)[0]).prepare_source(NATURAL) == PREPARED
 
 
 def test_an_unknown_preparation_is_an_error_naming_it():

@@ -20,7 +20,7 @@ from training.data import CorpusError
 from training.metrics import bleu_tokenizer
 
 from .translate import ModelFolderError, positive_int
-from .tune_decoding import run_translator, translations, validation_pairs
+from .tune_decoding import run_data_arguments, run_translator, translations, validation_pairs
 
 
 def paired_bootstrap(systems: dict[str, list[str]], references: list[str], target_lang: str) -> list[dict]:
@@ -64,10 +64,11 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("give at least two different model folders to compare.")
 
     try:
-        sources, references, target_lang = validation_pairs(args.run)
+        data_args, seed = run_data_arguments(args.run)
+        sources, references, target_lang = validation_pairs(data_args, seed)
         systems = {}
         for folder in args.models:
-            systems[folder] = translations(run_translator(folder, args.run), sources, args.batch_size)
+            systems[folder] = translations(run_translator(folder, data_args), sources, args.batch_size)
             print(f"{folder}: {len(sources)} validation sentences translated")
     except (CorpusError, ModelFolderError, FileNotFoundError) as error:
         raise SystemExit(f"error: {error}") from None

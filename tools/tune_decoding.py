@@ -13,8 +13,10 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from datasets import DatasetDict
+
 from training.average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
-from training.data import CorpusError, DataArguments, load_parallel_corpus
+from training.data import CorpusError, DataArguments, load_parallel_corpus, preprocessed
 from training.metrics import translation_scores
 from training.tokenizer import record_text_preprocessing
 from vanilla_transformer import TranslationPipeline
@@ -29,24 +31,21 @@ def run_data_arguments(run_dir: Path) -> tuple[DataArguments, int]:
     return DataArguments(**arguments["data"]), arguments.get("seed", 1)
 
 
-def validation_pairs(run_dir: Path) -> tuple[list[str], list[str], str]:
+def validation_pairs(data_args: DataArguments, seed: int) -> tuple[list[str], list[str], str]:
     """(sources, references, target language) of the validation split the run was evaluated on (the run's seed
     chooses it where it was cut from the training data). The references are as training scored them; the sources
-    are as the corpus has them: the run's translation pipeline prepares them as training did (`run_translator`)."""
-    data_args, seed = run_data_arguments(run_dir)
-    validation = load_parallel_corpus(data_args, seed)["validation"]
-    natural = validation
-    if data_args.preprocess != "none":  # tokenizing twice is not tokenizing once: "d' une" -> "d ' une"
-        natural = load_parallel_corpus(replace(data_args, preprocess="none"), seed)["validation"]
-    return list(natural["source"]), list(validation["target"]), data_args.target_lang
+    are as the corpus has them, since the run's translation pipeline prepares them as training did (`run_translator`;
+    tokenizing twice is not tokenizing once: "d' une" -> "d ' une")."""
+    natural = load_parallel_corpus(replace(data_args, preprocess="none"), seed)["validation"]
+    references = preprocessed(DatasetDict(validation=natural), data_args)["validation"]["target"]
+    return list(natural["source"]), list(references), data_args.target_lang
 
 
-def run_translator(folder: Path | str, run_dir: Path) -> TranslationPipeline:
+def run_translator(folder: Path | str, data_args: DataArguments) -> TranslationPipeline:
     """The translation pipeline of a model folder, for the run's validation sources. A folder whose tokenizer does not
     say how its training text was prepared (written before tokenizers recorded it) is taken to share the run's."""
     model, tokenizer = load_model_folder(str(folder), resolve_device("auto"))
     if "text_preprocessing" not in tokenizer.init_kwargs:
-        data_args, _ = run_data_arguments(run_dir)
         record_text_preprocessing(tokenizer, data_args.preprocess, data_args.source_lang, data_args.target_lang)
     return TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
 
@@ -98,10 +97,11 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     try:
-        pairs = validation_pairs(args.run_dir)
+        data_args, seed = run_data_arguments(args.run_dir)
+        pairs = validation_pairs(data_args, seed)
         with tempfile.TemporaryDirectory() as scratch:
             for count in args.average:
-                translator = run_translator(averaged_model_folder(args.run_dir, count, Path(scratch)), args.run_dir)
+                translator = run_translator(averaged_model_folder(args.run_dir, count, Path(scratch)), data_args)
                 for beams in args.num_beams:
                     for penalty in args.length_penalty:
                         scores = validation_scores(translator, pairs, beams, penalty, args.batch_size)

@@ -254,8 +254,7 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
 
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")
     corpus = held_out_splits(corpus, args, seed)
-    if args.preprocess == LOWERCASE_TOKENIZED:
-        corpus = lowercase_and_tokenize(corpus, args.source_lang, args.target_lang)
+    corpus = preprocessed(corpus, args)
     if corpus["train"].num_rows == 0:
         raise CorpusError(f"The training set is empty ({args.train_file or args.data_dir or args.dataset_name}).")
     if args.max_train_samples is not None:
@@ -303,6 +302,13 @@ def held_out_splits(corpus: DatasetDict, args: DataArguments, seed: int) -> Data
             parts = corpus["train"].train_test_split(test_size=size, seed=seed, shuffle=True)
             corpus["train"], corpus[name] = parts["train"], parts["test"]
             logger.info("Held out %d training pairs as the %s split (seed %d)", size, name, seed)
+    return corpus
+
+
+def preprocessed(corpus: DatasetDict, args: DataArguments) -> DatasetDict:
+    """The corpus as `--preprocess` asks: as it is, or lowercased and tokenized."""
+    if args.preprocess == LOWERCASE_TOKENIZED:
+        return lowercase_and_tokenize(corpus, args.source_lang, args.target_lang)
     return corpus
 
 

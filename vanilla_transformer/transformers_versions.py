@@ -5,7 +5,6 @@ next to the modeling file (transformers copies a modeling file's relative import
 The configuration's own difference (dataclass configs in 5.x only) stays in the configuration file.
 """
 
-import dataclasses
 import functools
 from collections.abc import Callable
 
@@ -36,8 +35,7 @@ def takes_cache_by_either_name(forward: Callable) -> Callable:
 
 
 # The output classes' name for the cache: "cache" from 5.24 (where "past_key_values" works, with a warning).
-OUTPUT_FIELDS = {field.name for field in dataclasses.fields(Seq2SeqLMOutput)}
-OUTPUT_CACHE_FIELD = "cache" if "cache" in OUTPUT_FIELDS else "past_key_values"
+OUTPUT_CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
 
 
 def cache_output(cache: object) -> dict:
