@@ -13,15 +13,24 @@ MarianMTModel cannot hold this model's weights when it is pre-LN (Marian is post
 randomly initialised MarianMTModel of the same shape (d_model, layers, heads, FFN width, vocabulary) made to produce,
 for each batch, exactly as many tokens as our model produced (min_new_tokens = max_new_tokens); the row "our
 generate(), same lengths" does the same with our model, so that these two rows compare equal work.
+
+Each engine runs in processes of its own, as under `vt-translate`: in a process where torch had run any parallel CPU
+operation, CTranslate2 translated 3.6x slower (2 cores of an AMD EPYC, torch 2.13.0, ctranslate2 4.8.5), and one
+process for all rows had put CTranslate2 float32 at 1.3x our generate() instead of ~5x. The two "same lengths" rows
+share their processes and take turns. A row's figure is the median of 2 passes over the sentences in each of
+`--rounds` processes, with freed memory kept as vt-translate keeps it (training.allocator).
 """
 
 import argparse
+import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from itertools import islice
+from concurrent.futures import ProcessPoolExecutor
+from itertools import cycle, islice
 from pathlib import Path
 
 import torch
@@ -32,28 +41,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare_marian import Shape, build_models  # noqa: E402
 
-from tools.translate import ENGINES, batches, parse_arguments, translate_batch  # noqa: E402
+from tools.translate import ENGINES, Translator, batches, parse_arguments, translate_batch  # noqa: E402
+from training.allocator import reuse_freed_memory  # noqa: E402
 from training.metrics import translation_scores  # noqa: E402
 from training.text_files import read_lines  # noqa: E402
 from vanilla_transformer.export import export_ctranslate2  # noqa: E402
 
 
-def timed(translate: Callable[[list[str]], list[str]], sources: list[str], batch_size: int) -> tuple[list[str], float]:
+def timed(translate: Translator, sources: list[str], batch_size: int) -> tuple[list[str], float]:
     """The translations of `sources`, batch by batch, and the seconds they took."""
     started = time.perf_counter()
     hypotheses = [text for batch in batches(sources, batch_size) for text in translate_batch(translate, batch)]
     return hypotheses, time.perf_counter() - started
 
 
-def engine(model: str, *flags: str) -> Callable[[list[str]], list[str]]:
+def engine(model: str, *flags: str) -> Translator:
     """An engine of tools.translate, set up exactly as the vt-translate command line would."""
     args = parse_arguments(["--model", model, "--device", "cpu", *flags])
     return ENGINES[args.engine](args)
 
 
-def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int) -> Callable[[list[str]], list[str]]:
-    """generate() forced to produce, for the k-th batch, lengths[k] tokens (end-of-sentence suppressed)."""
-    remaining = iter(lengths)
+def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int) -> Translator:
+    """generate() forced to produce, for the k-th batch, lengths[k] tokens (end-of-sentence suppressed); round after
+    round."""
+    remaining = cycle(lengths)
 
     def translate(texts: list[str]) -> list[str]:
         length = next(remaining)
@@ -63,6 +74,59 @@ def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int) -
         return ["" for _ in texts]
 
     return translate
+
+
+def row_translator(row: str, model: str, num_beams: int, threads: int, lengths: list[int]) -> Translator:
+    """The translator that a row (see ROWS) times; `model` is the folder it reads."""
+    common = ["--num_beams", str(num_beams)]
+    if row == "our generate(), fp32":
+        return engine(model, *common)
+    if row.startswith("CTranslate2"):
+        return engine(model, "--engine", "ctranslate2", "--threads", str(threads), *common)
+    translating = AutoModelForSeq2SeqLM.from_pretrained(model).eval()
+    if row.startswith("MarianMTModel"):
+        c = translating.config
+        shape = Shape(c.d_model, c.encoder_layers, c.encoder_attention_heads, c.encoder_ffn_dim, c.vocab_size)
+        translating = build_models(shape, dropout=0.0)["Marian"].eval()
+    return same_length_generate(translating, AutoTokenizer.from_pretrained(model), lengths, num_beams)
+
+
+def measured_rows(
+    folders: dict[str, str],
+    sources: list[str],
+    batch_size: int,
+    threads: int,
+    num_beams: int,
+    lengths: list[int],
+    passes: int = 2,
+) -> dict[str, tuple[list[str], list[float]]]:
+    """For each row named in `folders` (and the folder it reads): its translations and the seconds of each of
+    `passes` passes over the sources, the rows taking turns (which goes first alternates). Run as vt-translate runs:
+    with freed memory kept (tools.translate.main)."""
+    torch.set_num_threads(threads)
+    reuse_freed_memory()
+    translators = {row: row_translator(row, folder, num_beams, threads, lengths) for row, folder in folders.items()}
+    measured: dict[str, tuple[list[str], list[float]]] = {row: ([], []) for row in folders}
+    for pass_index in range(passes):
+        for row in list(folders)[:: 1 if pass_index % 2 == 0 else -1]:
+            hypotheses, seconds = timed(translators[row], sources, batch_size)
+            measured[row] = (hypotheses, measured[row][1] + [seconds])
+    return measured
+
+
+# Rows timed together in one process; each group in a process of its own.
+ROW_GROUPS = [
+    ["our generate(), fp32"],
+    ["CTranslate2 float32"],
+    ["CTranslate2 int8"],
+    ["our generate(), same lengths", "MarianMTModel.generate(), same lengths"],
+]
+
+
+def in_own_process(function: Callable, *args):
+    """function(*args), run in a fresh Python process (spawned, so that it inherits no thread pools)."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as process:
+        return process.submit(function, *args).result()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,39 +139,48 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--num-beams", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3, help="Processes per engine, each with 2 passes.")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
     sources = list(islice(read_lines(args.source), args.sentences))
     references = list(islice(read_lines(args.reference), args.sentences))
-    common = ["--num_beams", str(args.num_beams)]
+    settings = (sources, args.batch_size, args.threads, args.num_beams)
 
-    rows: dict[str, tuple[float | None, float]] = {}
-    ours, seconds = timed(engine(args.model, *common), sources, args.batch_size)
-    rows["our generate(), fp32"] = (translation_scores(ours, references, args.target_lang)["bleu"], seconds)
+    seconds: dict[str, list[float]] = {row: [] for group in ROW_GROUPS for row in group}
+    translations: dict[str, list[str]] = {}
+    lengths: list[int] = []
     with tempfile.TemporaryDirectory() as exports:
+        folders = {row: args.model for row in seconds}
         for quantization in ("float32", "int8"):
             folder = export_ctranslate2(args.model, Path(exports) / quantization, quantization=quantization)
-            ct2 = engine(str(folder), "--engine", "ctranslate2", "--threads", str(args.threads), *common)
-            hypotheses, seconds = timed(ct2, sources, args.batch_size)
-            bleu = translation_scores(hypotheses, references, args.target_lang)["bleu"]
-            rows[f"CTranslate2 {quantization}"] = (bleu, seconds)
+            folders[f"CTranslate2 {quantization}"] = str(folder)
+        # Processes of one machine differ by up to a fifth in speed (where their threads land): every group runs in
+        # `rounds` processes, and which group goes first alternates.
+        for round_index in range(args.rounds):
+            for group in ROW_GROUPS[:: 1 if round_index % 2 == 0 else -1]:
+                measured = in_own_process(measured_rows, {row: folders[row] for row in group}, *settings, lengths)
+                for row, (hypotheses, times) in measured.items():
+                    translations[row] = hypotheses
+                    seconds[row] += times
+                if not lengths:
+                    # Tokens per batch as our model produced them: the longest translation of the batch, with its end.
+                    tokenizer = AutoTokenizer.from_pretrained(args.model)
+                    ours = batches(translations["our generate(), fp32"], args.batch_size)
+                    lengths = [max(len(ids) for ids in tokenizer(batch)["input_ids"]) for batch in ours]
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    # Tokens per batch as our model produced them: the longest translation of the batch, with its end token.
-    lengths = [max(len(ids) for ids in tokenizer(batch)["input_ids"]) for batch in batches(ours, args.batch_size)]
-    same_lengths = {"our generate(), same lengths": AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()}
-    c = same_lengths["our generate(), same lengths"].config
-    shape = Shape(c.d_model, c.encoder_layers, c.encoder_attention_heads, c.encoder_ffn_dim, c.vocab_size)
-    same_lengths["MarianMTModel.generate(), same lengths"] = build_models(shape, dropout=0.0)["Marian"].eval()
-    for name, model in same_lengths.items():
-        _, seconds = timed(same_length_generate(model, tokenizer, lengths, args.num_beams), sources, args.batch_size)
-        rows[name] = (None, seconds)
-
-    print(f"{len(sources)} sentences, batches of {args.batch_size}, beam {args.num_beams}, {args.threads} threads")
+    rows: dict[str, tuple[float | None, float]] = {}
+    for row, times in seconds.items():
+        bleu = None
+        if not row.endswith("same lengths"):
+            bleu = translation_scores(translations[row], references, args.target_lang)["bleu"]
+        rows[row] = (bleu, statistics.median(times))
+    print(
+        f"{len(sources)} sentences, batches of {args.batch_size}, beam {args.num_beams}, {args.threads} threads, "
+        f"median of {2 * args.rounds} passes in {args.rounds} processes per engine"
+    )
     print("\n| engine | sacreBLEU | sentences/s | vs our generate() |\n|---|---:|---:|---:|")
     base = len(sources) / rows["our generate(), fp32"][1]
-    for name, (bleu, seconds) in rows.items():
-        speed = len(sources) / seconds
+    for name, (bleu, median_seconds) in rows.items():
+        speed = len(sources) / median_seconds
         print(f"| {name} | {'' if bleu is None else f'{bleu:.2f}'} | {speed:.1f} | {speed / base:.2f}x |")
 
 

@@ -26,7 +26,18 @@ from training.hub import hub_files
 from training.recipe import TranslationTrainer
 from training.train import main as train_main
 
-from .helpers import PAIRS, ROOT, SMOKE, SUBPROCESS_DEADLINE_S, run_python, tiny_model, translate, word_tokenizer
+from .helpers import (
+    FAULTS_OF_BLOCKS_MAPPED_ANEW,
+    PAIRS,
+    ROOT,
+    SMOKE,
+    SUBPROCESS_DEADLINE_S,
+    page_faults_of_freed_blocks,
+    run_python,
+    tiny_model,
+    translate,
+    word_tokenizer,
+)
 
 
 def shared_data() -> Path:
@@ -227,31 +238,14 @@ def test_cpu_bf16_needs_the_instructions_and_a_faster_training_step(monkeypatch,
     assert precision.cpu_bf16_instructions(str(tmp_path / "absent")) == set()
 
 
-PAGE_FAULTS_OF_FREED_BLOCKS = """
-import resource, sys
-import torch
-from training.allocator import reuse_freed_memory
-if sys.argv[1] == "reuse":
-    assert reuse_freed_memory()
-for _ in range(20):  # the first blocks leave holes in malloc's heap, which later blocks fit into
-    torch.ones(2**24)  # 64 MB, allocated and freed
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(10):
-    torch.ones(2**24)  # as a training step's logits are, every step
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt() is glibc's")
 def test_memory_a_step_frees_is_reused_without_faulting_its_pages_in_again():
-    faults = {}
-    for mode in ("default", "reuse"):
-        command = [sys.executable, "-c", PAGE_FAULTS_OF_FREED_BLOCKS, mode]
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=SUBPROCESS_DEADLINE_S)
-        assert result.returncode == 0, result.stderr[-2000:]
-        faults[mode] = int(result.stdout.split()[-1])
-    assert faults["default"] > 10 * 2**24 * 4 // 4096 // 2  # every 64 MB block mapped and zeroed anew, page by page
-    assert faults["reuse"] < faults["default"] / 100
+    default = page_faults_of_freed_blocks("")
+    reused = page_faults_of_freed_blocks(
+        "from training.allocator import reuse_freed_memory\nassert reuse_freed_memory()"
+    )
+    assert default > FAULTS_OF_BLOCKS_MAPPED_ANEW
+    assert reused < default / 100
 
 
 def test_the_allocator_is_left_alone_where_the_c_library_is_not_glibc(monkeypatch):

@@ -1,6 +1,7 @@
 """The translate CLI: arguments, streamed stdin or files in batches, order kept, empty lines kept."""
 
 import io
+import platform
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 
 from tools.translate import batches, main
 
-from .helpers import ROOT, translate
+from .helpers import FAULTS_OF_BLOCKS_MAPPED_ANEW, ROOT, page_faults_of_freed_blocks, translate
 
 SOURCES = ["A dog sleeps in the park.", "", "The man waits by the lake.", "A cat runs on the grass.", "The girl sits."]
 
@@ -88,3 +89,15 @@ def test_bad_input_ends_in_one_line_naming_it(smoke_run, tmp_path, monkeypatch, 
         with pytest.raises(SystemExit):
             main(["--model", str(folder), flag, "0", "a dog"])
         assert f"argument {flag}: 0: must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt() is glibc's")
+def test_vt_translate_keeps_the_memory_decoding_frees(smoke_run):
+    """Decoding steps allocate and free vocabulary-sized tensors: after vt-translate, freed blocks are reused without
+    their pages being mapped and zeroed again (training.allocator); without it, they are."""
+    translated = f"from tools.translate import main\nmain(['--model', {str(smoke_run[0])!r}, 'a dog runs'])"
+    assert page_faults_of_freed_blocks(translated) < FAULTS_OF_BLOCKS_MAPPED_ANEW / 100
+    translated_without = (
+        f"import training.allocator\ntraining.allocator.reuse_freed_memory = lambda: False\n{translated}"
+    )
+    assert page_faults_of_freed_blocks(translated_without) > FAULTS_OF_BLOCKS_MAPPED_ANEW

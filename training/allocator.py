@@ -1,4 +1,5 @@
-"""Memory a training step frees, kept for the next step instead of given back to the system (glibc's malloc).
+"""Memory a training (or decoding) step frees, kept for the next step instead of given back to the system (glibc's
+malloc).
 
 A training step allocates and frees the same large buffers every time: the logits alone are tokens x vocabulary
 floats (4,096 x 8,000 x 4 bytes = 131 MB for Multi30K), and their gradient, softmax and dropout masks as many
@@ -10,6 +11,10 @@ next step reuses it: about 1,000 page faults and 0.01 s of kernel time per step,
 0.59 s instead of 0.80-0.85 s (benchmarks/README.md). The cost is memory: the largest step's stays reserved until
 the process ends, and the first steps leave holes in the heap that later blocks fit into (peak resident memory
 1.35 GB -> 1.64 GB there).
+
+Decoding is the same on a smaller scale: every generate() step allocates and frees tensors of the vocabulary's size
+(batch x beams x 8,000 floats). vt-translate (tools.translate) keeps them too: 500 Multi30K sentences in batches of
+32 with beam 4 made ~7,000 page faults instead of ~430,000 and ran 1.1x faster, with the same peak memory.
 
 `MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=...` in the environment does the same, but only when set before Python
 starts; mallopt() changes it from inside the process, for every allocation after the call. No allocator library
