@@ -117,3 +117,19 @@ def test_what_cannot_be_exported_is_named(smoke_run, tmp_path):
     with pytest.raises(SystemExit, match=r"error: .*activation_function='gelu_fast': CTranslate2 has gelu"):
         export_main(["ctranslate2", str(odd), str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+def test_the_export_keeps_sources_and_outputs_within_its_positions(smoke_run, tmp_path, capsys):
+    """--max_positions travels with the export (the tokenizer's model_max_length): outputs stop at the last position
+    instead of failing inside CTranslate2, and a longer source is an error that names the sentence and the flag."""
+    tokenizer = AutoTokenizer.from_pretrained(smoke_run[0])
+    lengths = {sentence: len(tokenizer(sentence)["input_ids"]) for sentence in SOURCES}
+    short, long = min(lengths, key=lengths.get), max(lengths, key=lengths.get)
+    positions = lengths[short] + 1  # room for the source, not for the source + 50 tokens of output
+    export_main(["ctranslate2", str(smoke_run[0]), str(tmp_path / "ct2"), "--max_positions", str(positions)])
+    assert AutoTokenizer.from_pretrained(tmp_path / "ct2").model_max_length == positions
+    capsys.readouterr()
+    translate_main(["--engine", "ctranslate2", "--model", str(tmp_path / "ct2"), short])
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    with pytest.raises(SystemExit, match=rf"A sentence of {lengths[long]} tokens .* longer than the {positions} pos"):
+        translate_main(["--engine", "ctranslate2", "--model", str(tmp_path / "ct2"), short, long])

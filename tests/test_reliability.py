@@ -178,6 +178,25 @@ def translate_zero_batch(d: Path, run: Path):
     positive_int("0")
 
 
+def translate_unknown_device(d: Path, run: Path):
+    translate_main(["--model", str(run), "--device", "tpu", "a dog"])
+
+
+def translate_export_without_engine(d: Path, run: Path):
+    export_main(["ctranslate2", str(run), str(d / "ct2")])
+    translate_main(["--model", str(d / "ct2"), "a dog"])
+
+
+def translate_beyond_exported_positions(d: Path, run: Path):
+    export_main(["ctranslate2", str(run), str(d / "ct2"), "--max_positions", "4"])
+    translate_main(["--engine", "ctranslate2", "--model", str(d / "ct2"), "a dog runs on the grass"])
+
+
+def export_an_export(d: Path, run: Path):
+    export_main(["ctranslate2", str(run), str(d / "ct2")])
+    export_main(["ctranslate2", str(d / "ct2"), str(d / "out")])
+
+
 # (where, input, what raises it): the rows of the table, in its order.
 CASES = [
     ("training data", "`train.en` has 3 lines, `train.de` 2", mismatched_files),
@@ -221,8 +240,12 @@ CASES = [
     ("vt-translate", "a folder without `tokenizer.json`", translate_no_tokenizer),
     ("vt-translate", "a binary `--input` file", translate_binary),
     ("vt-translate", "`--batch_size 0`", translate_zero_batch),
+    ("vt-translate", "`--device tpu`", translate_unknown_device),
+    ("vt-translate", "a CTranslate2 export without `--engine ctranslate2`", translate_export_without_engine),
+    ("vt-translate", "a sentence longer than the export's `--max_positions`", translate_beyond_exported_positions),
     ("vt-export", "a folder of another model type", export_not_ours),
     ("vt-export", "a setting CTranslate2 cannot express", export_inexpressible),
+    ("vt-export", "a CTranslate2 export as the model", export_an_export),
 ]
 
 

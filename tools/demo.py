@@ -14,7 +14,7 @@ import io
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from tools.translate import ModelFolderError, load_model_folder, resolve_device
+from tools.translate import DeviceError, ModelFolderError, load_model_folder, resolve_device
 from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
 from vanilla_transformer.visualization import (
     ATTENTION_KINDS,
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_arguments(argv)
     try:
         model, tokenizer = load_model_folder(args.model, resolve_device(args.device))
-    except ModelFolderError as error:
+    except (ModelFolderError, DeviceError) as error:
         raise SystemExit(f"error: {error}") from None
     build_demo(model, tokenizer).launch(server_name=args.host, server_port=args.port)
 

@@ -37,6 +37,10 @@ class ModelFolderError(ValueError):
     """The --model argument names no loadable model; the message says what is missing."""
 
 
+class DeviceError(ValueError):
+    """The --device argument names no device that this machine (or the engine) has."""
+
+
 def batches(lines: Iterable[str], size: int) -> Iterator[list[str]]:
     batch: list[str] = []
     for line in lines:
@@ -92,12 +96,13 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
         raise ModelFolderError(f"{folder} has no model.bin: export the model first (vt-export ctranslate2 ...).")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     generation = GenerationConfig.from_pretrained(folder) if (folder / "generation_config.json").is_file() else None
-    # "auto" asks CTranslate2, whose CUDA build may see a GPU that a CPU build of torch does not.
-    use_cuda = args.device == "auto" and ctranslate2.get_cuda_device_count() > 0
-    device = torch.device("cuda") if use_cuda else resolve_device(args.device)
+    device = ctranslate2_device(args.device, ctranslate2.get_cuda_device_count())
     translator = ctranslate2.Translator(
         str(folder), device=device.type, device_index=device.index or 0, intra_threads=args.threads or 0
     )
+    # The positions the export encodes (vt-export --max_positions, recorded as the tokenizer's model_max_length;
+    # transformers' huge default in folders exported before it was recorded).
+    positions = tokenizer.model_max_length
     beams = first_set(args.num_beams, getattr(generation, "num_beams", None), 1)
     length_penalty = first_set(args.length_penalty, getattr(generation, "length_penalty", None), 1.0)
     beyond = first_set(getattr(generation, "max_length_beyond_source", None), 50)
@@ -109,12 +114,20 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
 
     def translate(texts: list[str]) -> list[str]:
         ids = tokenizer([prepare(text) for text in texts])["input_ids"]
+        longest = max(range(len(ids)), key=lambda row: len(ids[row]))
+        if len(ids[longest]) > positions:
+            sentence = texts[longest] if len(texts[longest]) <= 40 else texts[longest][:40] + "..."
+            raise CorpusError(
+                f"A sentence of {len(ids[longest])} tokens ({sentence!r}) is longer than the {positions} positions "
+                f"that {folder} encodes: export the model again with a larger --max_positions."
+            )
         results = translator.translate_batch(
             [tokenizer.convert_ids_to_tokens(row) for row in ids],
             beam_size=beams,
             length_penalty=length_penalty,
             min_decoding_length=min_length,
-            max_decoding_length=args.max_new_tokens or max(len(row) for row in ids) + beyond,
+            # The output too has only `positions` positions, the first of them the start token's.
+            max_decoding_length=min(args.max_new_tokens or len(ids[longest]) + beyond, positions - 1),
             max_batch_size=len(texts),
         )
         hypotheses = [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
@@ -131,10 +144,37 @@ def first_set(*values):
 ENGINES = {"generate": generate_translator, "ctranslate2": ctranslate2_translator}
 
 
+def named_device(name: str) -> torch.device:
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise DeviceError(f"--device {name}: not a device name (cpu, cuda, cuda:1, mps, ...).") from None
+
+
 def resolve_device(name: str) -> torch.device:
+    """The torch device that --device names ("auto": a CUDA GPU where torch sees one, else the CPU), checked to
+    exist here."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = named_device(name)
+    try:
+        torch.empty(0, device=device)
+    except (RuntimeError, AssertionError) as error:  # torch says AssertionError where it was built without CUDA
+        raise DeviceError(f"--device {name}: torch {torch.__version__} has no such device here ({error}).") from None
+    return device
+
+
+def ctranslate2_device(name: str, cuda_devices: int) -> torch.device:
+    """The device that --device names for CTranslate2, which runs on the CPU or on CUDA GPUs that it counts itself
+    ("auto": its first GPU where it has one; its CUDA build may see a GPU that a CPU build of torch does not)."""
+    if name == "auto":
+        return torch.device("cuda" if cuda_devices else "cpu")
+    device = named_device(name)
+    if device.type not in ("cpu", "cuda"):
+        raise DeviceError(f"--device {name}: CTranslate2 runs on cpu or cuda.")
+    if device.type == "cuda" and (device.index or 0) >= cuda_devices:
+        raise DeviceError(f"--device {name}: CTranslate2 sees {cuda_devices} CUDA GPUs here.")
+    return device
 
 
 def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -144,6 +184,8 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
         for needed, what in (("config.json", "the model's configuration"), ("tokenizer.json", "its vocabulary")):
             if not (folder / needed).is_file():
                 raise ModelFolderError(f"{folder} has no {needed} ({what}): it is not a model folder from training.")
+        if (folder / "model.bin").is_file():
+            raise ModelFolderError(f"{folder} is a CTranslate2 model (from vt-export): add --engine ctranslate2.")
     elif folder.exists():
         raise ModelFolderError(f"--model {name}: a file; give the model's folder.")
     elif folder.is_absolute() or name.startswith(".") or name.count("/") > 1:  # a path, not a Hub id (user/model)
@@ -152,9 +194,9 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
         model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(name)
     except (OSError, ValueError) as error:
-        if folder.is_dir():
-            raise
         reason = str(error).strip().splitlines()[0]
+        if folder.is_dir():
+            raise ModelFolderError(f"{folder} cannot be loaded: {reason}") from None
         raise ModelFolderError(f"--model {name}: no such folder here, nor a model on the Hub ({reason})") from None
     return model, tokenizer
 
@@ -218,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
                         sink.write(translation + "\n")
                     sink.flush()
                     progress.update(len(batch))
-    except (CorpusError, ModelFolderError, OSError) as error:  # OSError: an --output that cannot be written
+    except (CorpusError, ModelFolderError, DeviceError, OSError) as error:  # OSError: an --output not writable
         raise SystemExit(f"error: {error}") from None
 
 

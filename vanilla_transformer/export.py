@@ -17,6 +17,7 @@ projection. Two things are written explicitly:
 """
 
 import argparse
+import json
 import os
 import shutil
 from pathlib import Path
@@ -77,12 +78,17 @@ def load_model(model_dir: str | Path) -> VanillaTransformerForConditionalGenerat
     if not config_file.is_file():
         raise ExportError(f"{model_dir} has no config.json: it is not a model folder.")
     try:
-        config = VanillaTransformerConfig.from_pretrained(model_dir)
-    except (OSError, ValueError) as error:
+        model_type = json.loads(config_file.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError) as error:  # AttributeError: JSON that is not an object
         raise ExportError(f"{config_file}: {error}") from None
-    if getattr(config, "model_type", None) != VanillaTransformerConfig.model_type:
-        raise ExportError(f"{model_dir} holds a {config.model_type!r} model, not a vanilla_transformer one.")
-    return VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).eval()
+    if model_type != VanillaTransformerConfig.model_type:
+        if (Path(model_dir) / "model.bin").is_file():
+            raise ExportError(f"{model_dir} is a CTranslate2 model already: export the folder that training wrote.")
+        raise ExportError(f"{model_dir} holds a {model_type!r} model, not a vanilla_transformer one.")
+    try:
+        return VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).eval()
+    except (OSError, ValueError) as error:  # no weights, broken weights, a setting out of range
+        raise ExportError(f"{model_dir} cannot be loaded: {str(error).strip().splitlines()[0]}") from None
 
 
 def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
@@ -176,6 +182,16 @@ def set_ffn(spec, layer) -> None:
     set_layer_norm(spec.layer_norm, layer.ffn_sublayer.layer_norm)
 
 
+def record_max_positions(tokenizer_config: Path, max_positions: int) -> None:
+    """The exported model has positions for `max_positions` tokens of source and of output, no more: written as the
+    tokenizer's `model_max_length`, where transformers keeps a model's longest input, for vt-translate to check."""
+    if not tokenizer_config.is_file():
+        return
+    settings = json.loads(tokenizer_config.read_text(encoding="utf-8"))
+    settings["model_max_length"] = max_positions
+    tokenizer_config.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def export_ctranslate2(
     model_dir: str | Path,
     output_dir: str | Path,
@@ -200,6 +216,7 @@ def export_ctranslate2(
         for name in COPIED_FILES:
             if (Path(model_dir) / name).is_file():
                 shutil.copy(Path(model_dir) / name, partial / name)
+        record_max_positions(partial / "tokenizer_config.json", max_positions)
         if output_dir.exists():
             shutil.rmtree(output_dir)
         os.replace(partial, output_dir)
