@@ -8,6 +8,7 @@ import sys
 
 import huggingface_hub.constants
 import pytest
+import torch
 
 from tools.translate import batches, main
 
@@ -21,6 +22,16 @@ def test_arguments_are_translated_to_stdout(smoke_run, capsys):
     sentences = ["A dog sleeps in the park.", "The man waits by the lake."]
     main(["--model", str(folder), *sentences])
     assert capsys.readouterr().out.splitlines() == translate(folder, sentences)
+
+
+def test_threads_set_the_generate_engines_torch_threads_too(smoke_run, capsys):
+    before = torch.get_num_threads()
+    try:
+        main(["--model", str(smoke_run[0]), "--threads", "1", "A dog sleeps in the park."])
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert len(capsys.readouterr().out.splitlines()) == 1
 
 
 def test_stdin_is_streamed_in_batches_in_order_with_empty_lines_kept(smoke_run, capsys, monkeypatch):

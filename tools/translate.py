@@ -65,6 +65,8 @@ def translate_batch(translate: Translator, sentences: list[str]) -> list[str]:
 def generate_translator(args: argparse.Namespace) -> Translator:
     """The model folder through the package's translation pipeline (its generate(): beam size, length penalty and
     output limit from the folder's generation config unless given here)."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
     model, tokenizer = load_model_folder(args.model, resolve_device(args.device))
     translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
     options = {
@@ -238,7 +240,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         default="generate",
         help="generate: the model folder with transformers; ctranslate2: a folder written by vt-export ctranslate2.",
     )
-    parser.add_argument("--threads", type=positive_int, help="ctranslate2: CPU threads (default: CTranslate2's).")
+    parser.add_argument("--threads", type=positive_int, help="CPU threads (default: torch's or CTranslate2's).")
     args = parser.parse_args(argv)
     if args.input and args.output and os.path.exists(args.output) and os.path.samefile(args.input, args.output):
         parser.error(f"--output {args.output} is the --input file: writing would erase the sentences before reading.")
