@@ -178,6 +178,14 @@ def translate_zero_batch(d: Path, run: Path):
     positive_int("0")
 
 
+def translate_folder_as_input(d: Path, run: Path):
+    translate_main(["--model", str(run), "--input", str(d)])
+
+
+def translate_nan_length_penalty(d: Path, run: Path):
+    translate_main(["--model", str(run), "--length_penalty", "nan", "a dog"])
+
+
 def translate_unknown_device(d: Path, run: Path):
     translate_main(["--model", str(run), "--device", "tpu", "a dog"])
 
@@ -240,6 +248,8 @@ CASES = [
     ("vt-translate", "a folder without `tokenizer.json`", translate_no_tokenizer),
     ("vt-translate", "a binary `--input` file", translate_binary),
     ("vt-translate", "`--batch_size 0`", translate_zero_batch),
+    ("vt-translate", "`--input` names a folder", translate_folder_as_input),
+    ("vt-translate", "`--length_penalty nan`", translate_nan_length_penalty),
     ("vt-translate", "`--device tpu`", translate_unknown_device),
     ("vt-translate", "a CTranslate2 export without `--engine ctranslate2`", translate_export_without_engine),
     ("vt-translate", "a sentence longer than the export's `--max_positions`", translate_beyond_exported_positions),

@@ -11,6 +11,7 @@ size and length default to the folder's generation_config.json.
 """
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -221,6 +222,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text}: must be a finite number")
+    return value
+
+
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="vt-translate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -231,7 +239,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", help="Write translations here (default: stdout); shows a progress bar.")
     parser.add_argument("--num_beams", type=positive_int, help="Beam size (default: the model's generation config).")
     parser.add_argument("--max_new_tokens", type=positive_int, help="Length limit (default: source length + 50).")
-    parser.add_argument("--length_penalty", type=float, help="Beam length penalty (default: the model's, 0.6).")
+    parser.add_argument("--length_penalty", type=finite_float, help="Beam length penalty (default: the model's, 0.6).")
     parser.add_argument("--batch_size", type=positive_int, default=32)
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available).")
     parser.add_argument(

@@ -25,6 +25,8 @@ UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 def read_lines(path: str | Path) -> Iterator[str]:
     """The lines of a UTF-8 file (gzip-compressed if its name ends in .gz), without their line ends."""
     path = Path(path)
+    if path.is_dir():
+        raise CorpusError(f"{path}: a folder; give a file of sentences.")
     if not path.is_file():
         raise CorpusError(f"{path}: no such file.")
     opener = gzip.open if path.suffix == ".gz" else open
