@@ -77,7 +77,7 @@ def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int) -
 
 
 def row_translator(row: str, model: str, num_beams: int, threads: int, lengths: list[int]) -> Translator:
-    """The translator that a row (see ROWS) times; `model` is the folder it reads."""
+    """The translator that a row (see ROW_GROUPS) times; `model` is the folder it reads."""
     common = ["--num_beams", str(num_beams)]
     if row == "our generate(), fp32":
         return engine(model, *common)
