@@ -197,7 +197,7 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
         model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(name)
     except (OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0]
+        reason = str(error).strip().split("\n")[0]
         if folder.is_dir():
             raise ModelFolderError(f"{folder} cannot be loaded: {reason}") from None
         raise ModelFolderError(f"--model {name}: no such folder here, nor a model on the Hub ({reason})") from None

@@ -88,7 +88,8 @@ def load_model(model_dir: str | Path) -> VanillaTransformerForConditionalGenerat
     try:
         return VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).eval()
     except (OSError, ValueError) as error:  # no weights, broken weights, a setting out of range
-        raise ExportError(f"{model_dir} cannot be loaded: {str(error).strip().splitlines()[0]}") from None
+        reason = str(error).strip().split("\n")[0]
+        raise ExportError(f"{model_dir} cannot be loaded: {reason}") from None
 
 
 def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
