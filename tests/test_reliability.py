@@ -200,6 +200,11 @@ def translate_beyond_exported_positions(d: Path, run: Path):
     translate_main(["--engine", "ctranslate2", "--model", str(d / "ct2"), "a dog runs on the grass"])
 
 
+def export_without_weights(d: Path, run: Path):
+    shutil.copytree(run, d / "model", ignore=shutil.ignore_patterns("model.safetensors", "checkpoint-*"))
+    export_main(["ctranslate2", str(d / "model"), str(d / "out")])
+
+
 def export_an_export(d: Path, run: Path):
     export_main(["ctranslate2", str(run), str(d / "ct2")])
     export_main(["ctranslate2", str(d / "ct2"), str(d / "out")])
@@ -255,6 +260,7 @@ CASES = [
     ("vt-translate", "a sentence longer than the export's `--max_positions`", translate_beyond_exported_positions),
     ("vt-export", "a folder of another model type", export_not_ours),
     ("vt-export", "a setting CTranslate2 cannot express", export_inexpressible),
+    ("vt-export", "a model folder without its weights", export_without_weights),
     ("vt-export", "a CTranslate2 export as the model", export_an_export),
 ]
 
