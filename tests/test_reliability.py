@@ -10,7 +10,10 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
+import datasets
+import huggingface_hub.constants
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
@@ -87,11 +90,28 @@ def two_sources(d: Path):
     load(data_dir="data", train_file="pairs.tsv")
 
 
+def unreachable_hub_dataset(d: Path):
+    with (
+        mock.patch.object(datasets.config, "HF_HUB_OFFLINE", True),
+        mock.patch.object(huggingface_hub.constants, "HF_HUB_OFFLINE", True),
+    ):
+        load(dataset_name="wmt14", dataset_config_name="de-en")
+
+
 def every_pair_too_long(d: Path):
     for prefix in ("train", "test"):
         write_pairs(d, prefix, *("".join(p[i] + "\n" for p in PAIRS).encode() for i in (0, 1)))
     args = DataArguments(data_dir=str(d), validation_prefix="test", test_prefixes=["test"], max_source_length=2)
     tokenize_corpus(load_parallel_corpus(args, seed=0), word_tokenizer([s for p in PAIRS for s in p]), args)
+
+
+def output_dir_a_file(d: Path):
+    (d / "run").write_text("", encoding="utf-8")
+    parse_arguments(["--data_dir", "data", "--output_dir", str(d / "run")])
+
+
+def resume_from_nothing(d: Path):
+    parse_arguments(["--data_dir", "data", "--output_dir", str(d), "--resume_from_checkpoint", str(d / "checkpoint-9")])
 
 
 def misspelled_setting(d: Path):
@@ -223,7 +243,10 @@ CASES = [
     ("training data", "a JSONL line that is not JSON", jsonl_not_json),
     ("training data", "`--data_dir` and `--train_file` both on the command line", two_sources),
     ("training data", "`--max_source_length 2`: every pair is longer", every_pair_too_long),
+    ("training data", "`--dataset_name wmt14` with the Hub out of reach", unreachable_hub_dataset),
     ("vt-train", "a misspelled setting in the YAML config", misspelled_setting),
+    ("vt-train", "`--output_dir` names a file", output_dir_a_file),
+    ("vt-train", "`--resume_from_checkpoint` names no checkpoint", resume_from_nothing),
     ("vt-train", "`--preset huge`", arguments("--preset", "huge")),
     ("vt-train", "`--max_tokens 0`", arguments("--max_tokens", "0")),
     ("vt-train", "`--layers -1`", arguments("--layers", "-1")),

@@ -260,9 +260,24 @@ def parse_arguments(argv: list[str] | None = None):
     except (argparse.ArgumentError, ValueError) as error:  # a malformed value, or one a dataclass refused
         raise SystemExit(f"error: {f'{config} with the command line: ' if config else ''}{error}") from None
     model_args, _, vocab_args, training_args = parsed
+    check_folders(training_args)
     if training_args.bpe_dropout and not model_args.model_name_or_path and vocab_args.model_type != "bpe":
         raise SystemExit(
             f"error: --bpe_dropout {training_args.bpe_dropout} skips BPE merges: it needs --model_type bpe, "
             f"not {vocab_args.model_type!r}."
         )
     return parsed
+
+
+def check_folders(args: "TranslationTrainingArguments") -> None:
+    """--output_dir must be a folder or new, and --resume_from_checkpoint a checkpoint folder that exists: the Trainer
+    finds either out only with a traceback, the second after the data and vocabulary are ready."""
+    output_dir = Path(args.output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise SystemExit(f"error: --output_dir {output_dir} is a file: give a folder for the run.")
+    checkpoint = args.resume_from_checkpoint
+    if checkpoint and not (Path(checkpoint) / "trainer_state.json").is_file():
+        raise SystemExit(
+            f"error: --resume_from_checkpoint {checkpoint}: no checkpoint folder there (one with trainer_state.json). "
+            "A killed run needs no flag: the same command resumes from its newest checkpoint."
+        )

@@ -206,7 +206,11 @@ def read_file(path: str, args: DataArguments) -> Dataset:
 
 def read_hub_dataset(args: DataArguments) -> DatasetDict:
     """A Hub dataset with a "translation" column (wmt14) or one column per language (bentrevett/multi30k)."""
-    raw = load_dataset(args.dataset_name, args.dataset_config_name)
+    try:
+        raw = load_dataset(args.dataset_name, args.dataset_config_name)
+    except (OSError, ValueError) as error:  # not on the Hub, unreachable (offline), or no such configuration
+        reason = str(error).strip().split("\n")[0]
+        raise CorpusError(f"--dataset_name {args.dataset_name}: cannot be loaded ({reason})") from None
     pairs = DatasetDict()
     for split, dataset in raw.items():
         if "translation" in dataset.column_names:
