@@ -19,6 +19,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from tools.translate import main as translate_main
 from tools.translate import positive_int
+from tools.visualize import main as visualize_main
 from training.arguments import parse_arguments
 from training.average_checkpoints import main as average_main
 from training.data import DataArguments, load_parallel_corpus, tokenize_corpus
@@ -183,6 +184,10 @@ def translate_binary(d: Path, run: Path):
     translate_main(["--model", str(run), "--input", str(d / "picture.png")])
 
 
+def visualize_into_missing_folder(d: Path, run: Path):
+    visualize_main(["attention", "--model", str(run), "--source", "a dog", "--output", str(d / "nowhere" / "a.png")])
+
+
 def export_not_ours(d: Path):
     (d / "config.json").write_text('{"model_type": "marian"}', encoding="utf-8")
     export_main(["ctranslate2", str(d), str(d / "out")])
@@ -281,6 +286,7 @@ CASES = [
     ("vt-translate", "`--device tpu`", translate_unknown_device),
     ("vt-translate", "a CTranslate2 export without `--engine ctranslate2`", translate_export_without_engine),
     ("vt-translate", "a sentence longer than the export's `--max_positions`", translate_beyond_exported_positions),
+    ("vt-visualize", "`--output` in a folder that does not exist", visualize_into_missing_folder),
     ("vt-export", "a folder of another model type", export_not_ours),
     ("vt-export", "a setting CTranslate2 cannot express", export_inexpressible),
     ("vt-export", "a model folder without its weights", export_without_weights),

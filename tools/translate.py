@@ -188,7 +188,10 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
             if not (folder / needed).is_file():
                 raise ModelFolderError(f"{folder} has no {needed} ({what}): it is not a model folder from training.")
         if (folder / "model.bin").is_file():
-            raise ModelFolderError(f"{folder} is a CTranslate2 model (from vt-export): add --engine ctranslate2.")
+            raise ModelFolderError(
+                f"{folder} is a CTranslate2 model (from vt-export): vt-translate serves it with --engine ctranslate2; "
+                "here give the folder that training wrote."
+            )
     elif folder.exists():
         raise ModelFolderError(f"--model {name}: a file; give the model's folder.")
     elif folder.is_absolute() or name.startswith(".") or name.count("/") > 1:  # a path, not a Hub id (user/model)

@@ -10,9 +10,9 @@ python -m tools.visualize parameters                   # the markdown parameter 
 
 import argparse
 
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+import torch
 
-import vanilla_transformer  # noqa: F401  (registers the model type, so no remote code is needed)
+from tools.translate import load_model_folder, positive_int
 from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
 from vanilla_transformer.visualization import (
     ATTENTION_KINDS,
@@ -26,8 +26,7 @@ from vanilla_transformer.visualization import (
 
 
 def attention_figure(args: argparse.Namespace):
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model, tokenizer = load_model_folder(args.model, torch.device("cpu"))
     target = text_preparation(tokenizer, "target")(args.target) if args.target else None  # as the model writes
     maps = attention_maps(model, tokenizer, args.source, target)
     print(f"source: {' '.join(maps.source_tokens)}\ntarget: {' '.join(maps.target_tokens)}")
@@ -57,8 +56,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         ("pe-distance", "PE(pos) . PE(pos + k) against k for several pos."),
     ):
         command = commands.add_parser(name, help=help_text)
-        command.add_argument("--d_model", type=int, default=128)
-        command.add_argument("--length", type=int, default=100, help="Positions (or distances) to show.")
+        command.add_argument("--d_model", type=positive_int, default=128)
+        command.add_argument("--length", type=positive_int, default=100, help="Positions (or distances) to show.")
     for command in commands.choices.values():
         command.add_argument("--output", required=True, help="The PNG file to write.")
     parameters = commands.add_parser("parameters", help="Print the parameter table (markdown) of base and big.")
@@ -72,10 +71,10 @@ def main(argv: list[str] | None = None) -> None:
         print(parameter_table(args.vocab_size))
         return
     try:
-        figure = FIGURES[args.command](args)
-    except ValueError as error:  # a layer the model does not have, say: one line, not a traceback
+        figure = FIGURES[args.command](args)  # ValueError: a layer the model does not have, say
+        figure.savefig(args.output, dpi=120)
+    except (ValueError, OSError) as error:  # ModelFolderError is a ValueError; OSError: an --output not writable
         raise SystemExit(f"error: {error}") from None
-    figure.savefig(args.output, dpi=120)
     print(f"wrote {args.output}")
 
 
