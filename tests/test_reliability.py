@@ -19,6 +19,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from tools.translate import main as translate_main
 from tools.translate import positive_int
+from tools.tune_decoding import main as tune_main
 from tools.visualize import main as visualize_main
 from training.arguments import parse_arguments
 from training.average_checkpoints import main as average_main
@@ -165,6 +166,14 @@ def average_into(target: str) -> Callable[[Path, Path], None]:
     return call
 
 
+def average_none(d: Path, run: Path):
+    average_main(["--run_dir", str(run), "--last", "0", "--output_dir", str(d / "averaged")])
+
+
+def tune_nan_length_penalty(d: Path, run: Path):
+    tune_main([str(run), "--length_penalty", "nan"])
+
+
 def translate_same_file(d: Path, run: Path):
     (d / "in.txt").write_text("a dog\n", encoding="utf-8")
     translate_main(["--model", str(run), "--input", str(d / "in.txt"), "--output", str(d / "in.txt")])
@@ -276,6 +285,8 @@ CASES = [
     ("pipeline", "`translator(['a dog', 3])`", non_string),
     ("vt-average-checkpoints", "`--output_dir RUN` (the run itself)", average_into(".")),
     ("vt-average-checkpoints", "`--output_dir RUN/checkpoint-80`", average_into("checkpoint-80")),
+    ("vt-average-checkpoints", "`--last 0`", average_none),
+    ("tools.tune_decoding", "`--length_penalty nan`", tune_nan_length_penalty),
     ("vt-translate", "`--output` is the `--input` file", translate_same_file),
     ("vt-translate", "`--model` names no folder", translate_no_folder),
     ("vt-translate", "a folder without `tokenizer.json`", translate_no_tokenizer),

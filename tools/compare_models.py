@@ -55,7 +55,9 @@ def markdown_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.compare_models", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("models", nargs="+", help="Model folders; the first is the one the others are compared with.")
     parser.add_argument("--run", type=Path, required=True, help="The training run whose validation set is used.")
     parser.add_argument("--batch_size", type=positive_int, default=64)

@@ -22,7 +22,7 @@ from training.tokenizer import record_text_preprocessing
 from vanilla_transformer import TranslationPipeline
 
 from .report import read_report
-from .translate import ModelFolderError, load_model_folder, positive_int, resolve_device
+from .translate import ModelFolderError, finite_float, load_model_folder, positive_int, resolve_device
 
 
 def run_data_arguments(run_dir: Path) -> tuple[DataArguments, int]:
@@ -87,11 +87,13 @@ def markdown_table(rows: list[tuple[int, int, float, dict]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.tune_decoding", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("run_dir", type=Path, help="The output folder of a finished training.train run.")
     parser.add_argument("--average", type=positive_int, nargs="+", default=[1, 5], help="Checkpoints to average.")
     parser.add_argument("--num_beams", type=positive_int, nargs="+", default=[4])
-    parser.add_argument("--length_penalty", type=float, nargs="+", default=[0.6])
+    parser.add_argument("--length_penalty", type=finite_float, nargs="+", default=[0.6])
     parser.add_argument("--batch_size", type=positive_int, default=64)
     args = parser.parse_args(argv)
 

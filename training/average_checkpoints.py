@@ -100,13 +100,17 @@ def replace_folder(new: Path, target: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="vt-average-checkpoints", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--run_dir", type=Path, help="A training output folder with checkpoint-STEP folders.")
     source.add_argument("--checkpoints", type=Path, nargs="+", help="Checkpoint folders to average.")
     parser.add_argument("--last", type=int, default=5, help="With --run_dir: how many of the newest to average.")
     parser.add_argument("--output_dir", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.last < 1:
+        parser.error(f"argument --last: {args.last}: must be at least 1")
     try:
         checkpoints = args.checkpoints or last_checkpoints(args.run_dir, args.last)
         write_averaged_model(checkpoints, args.output_dir)
