@@ -188,6 +188,13 @@ def translate_no_tokenizer(d: Path, run: Path):
     translate_main(["--model", str(d / "model"), "a dog"])
 
 
+def translate_weights_cut_short(d: Path, run: Path):
+    shutil.copytree(run, d / "model", ignore=shutil.ignore_patterns("checkpoint-*"))
+    weights = d / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    translate_main(["--model", str(d / "model"), "a dog"])
+
+
 def translate_binary(d: Path, run: Path):
     (d / "picture.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
     translate_main(["--model", str(run), "--input", str(d / "picture.png")])
@@ -290,6 +297,7 @@ CASES = [
     ("vt-translate", "`--output` is the `--input` file", translate_same_file),
     ("vt-translate", "`--model` names no folder", translate_no_folder),
     ("vt-translate", "a folder without `tokenizer.json`", translate_no_tokenizer),
+    ("vt-translate", "a model folder whose weights file was cut short", translate_weights_cut_short),
     ("vt-translate", "a binary `--input` file", translate_binary),
     ("vt-translate", "`--batch_size 0`", translate_zero_batch),
     ("vt-translate", "`--input` names a folder", translate_folder_as_input),

@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -199,10 +200,12 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
     try:
         model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(name)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, SafetensorError) as error:
         reason = str(error).strip().split("\n")[0]
-        if folder.is_dir():
-            raise ModelFolderError(f"{folder} cannot be loaded: {reason}") from None
+        if isinstance(error, SafetensorError):
+            reason = f"its weights file cannot be read, cut short or damaged ({reason})"
+        if folder.is_dir() or isinstance(error, SafetensorError):
+            raise ModelFolderError(f"{name} cannot be loaded: {reason}") from None
         raise ModelFolderError(f"--model {name}: no such folder here, nor a model on the Hub ({reason})") from None
     return model, tokenizer
 

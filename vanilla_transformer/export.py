@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
@@ -87,8 +88,10 @@ def load_model(model_dir: str | Path) -> VanillaTransformerForConditionalGenerat
         raise ExportError(f"{model_dir} holds a {model_type!r} model, not a vanilla_transformer one.")
     try:
         return VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).eval()
-    except (OSError, ValueError) as error:  # no weights, broken weights, a setting out of range
+    except (OSError, ValueError, SafetensorError) as error:  # no weights, weights cut short, a setting out of range
         reason = str(error).strip().split("\n")[0]
+        if isinstance(error, SafetensorError):
+            reason = f"its weights file cannot be read, cut short or damaged ({reason})"
         raise ExportError(f"{model_dir} cannot be loaded: {reason}") from None
 
 
