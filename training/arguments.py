@@ -269,7 +269,7 @@ def parse_arguments(argv: list[str] | None = None):
     return parsed
 
 
-def check_folders(args: "TranslationTrainingArguments") -> None:
+def check_folders(args: TranslationTrainingArguments) -> None:
     """--output_dir must be a folder or new, and --resume_from_checkpoint a checkpoint folder that exists: the Trainer
     finds either out only with a traceback, the second after the data and vocabulary are ready."""
     output_dir = Path(args.output_dir)
