@@ -106,12 +106,13 @@ def measured_rows(
     torch.set_num_threads(threads)
     reuse_freed_memory()
     translators = {row: row_translator(row, folder, num_beams, threads, lengths) for row, folder in folders.items()}
-    measured: dict[str, tuple[list[str], list[float]]] = {row: ([], []) for row in folders}
+    hypotheses: dict[str, list[str]] = {}
+    seconds: dict[str, list[float]] = {row: [] for row in folders}
     for pass_index in range(passes):
         for row in list(folders)[:: 1 if pass_index % 2 == 0 else -1]:
-            hypotheses, seconds = timed(translators[row], sources, batch_size)
-            measured[row] = (hypotheses, measured[row][1] + [seconds])
-    return measured
+            hypotheses[row], spent = timed(translators[row], sources, batch_size)
+            seconds[row].append(spent)
+    return {row: (hypotheses[row], seconds[row]) for row in folders}
 
 
 # Rows timed together in one process; each group in a process of its own.

@@ -200,11 +200,12 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
     try:
         model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(name)
-    except (OSError, ValueError, SafetensorError) as error:
+    except SafetensorError as error:  # an interrupted copy or download
+        damaged = f"its weights file cannot be read, cut short or damaged ({error})"
+        raise ModelFolderError(f"{name} cannot be loaded: {damaged}") from None
+    except (OSError, ValueError) as error:
         reason = str(error).strip().split("\n")[0]
-        if isinstance(error, SafetensorError):
-            reason = f"its weights file cannot be read, cut short or damaged ({reason})"
-        if folder.is_dir() or isinstance(error, SafetensorError):
+        if folder.is_dir():
             raise ModelFolderError(f"{name} cannot be loaded: {reason}") from None
         raise ModelFolderError(f"--model {name}: no such folder here, nor a model on the Hub ({reason})") from None
     return model, tokenizer

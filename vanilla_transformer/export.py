@@ -88,10 +88,11 @@ def load_model(model_dir: str | Path) -> VanillaTransformerForConditionalGenerat
         raise ExportError(f"{model_dir} holds a {model_type!r} model, not a vanilla_transformer one.")
     try:
         return VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).eval()
-    except (OSError, ValueError, SafetensorError) as error:  # no weights, weights cut short, a setting out of range
+    except SafetensorError as error:  # an interrupted copy or download
+        damaged = f"its weights file cannot be read, cut short or damaged ({error})"
+        raise ExportError(f"{model_dir} cannot be loaded: {damaged}") from None
+    except (OSError, ValueError) as error:  # no weights, or a setting out of range
         reason = str(error).strip().split("\n")[0]
-        if isinstance(error, SafetensorError):
-            reason = f"its weights file cannot be read, cut short or damaged ({reason})"
         raise ExportError(f"{model_dir} cannot be loaded: {reason}") from None
 
 
