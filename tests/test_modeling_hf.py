@@ -225,6 +225,21 @@ def test_the_cache_argument_is_taken_by_its_name_in_every_transformers_version()
         model(**inputs, decoder_input_ids=decoder_input_ids, cache=cache_of(first), past_key_values=cache_of(first))
 
 
+def test_training_and_generate_use_no_name_transformers_deprecated(recwarn):
+    # transformers 5.24 renamed its mask helpers' `past_key_values` to `cache` and warns at every training run that
+    # still passes the old name; the model passes the name the installed version takes.
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    decoder_attention_mask = torch.ones_like(labels)
+    decoder_attention_mask[0, -2:] = 0  # padded targets: the decoder builds a causal + padding mask
+    model(
+        input_ids=input_ids, attention_mask=attention_mask, labels=labels, decoder_attention_mask=decoder_attention_mask
+    )
+    model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4)
+    deprecations = [str(w.message) for w in recwarn if issubclass(w.category, (FutureWarning, DeprecationWarning))]
+    assert deprecations == []
+
+
 def test_decoding_builds_the_source_padding_mask_once_and_again_when_the_source_mask_changes(monkeypatch):
     import vanilla_transformer.modeling_vanilla_transformer as modeling
 

@@ -6,6 +6,7 @@ The configuration's own difference (dataclass configs in 5.x only) stays in the 
 """
 
 import functools
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -62,13 +63,16 @@ if TRANSFORMERS_5:
         """The attention kernel registered under `implementation` ("eager": the modeling file's own)."""
         return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager)
 
+    # The mask helpers' name for the cache: "cache" from 5.24 ("past_key_values" works there, with a warning).
+    MASK_CACHE_ARGUMENT = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+
     def decoder_self_attention_mask(config, inputs_embeds, attention_mask, self_attention_cache):
         """Causal + padding mask for the decoder's new positions, after those already in the cache."""
         return create_causal_mask(
             config=config,
             inputs_embeds=inputs_embeds,
             attention_mask=attention_mask,
-            past_key_values=self_attention_cache,
+            **{MASK_CACHE_ARGUMENT: self_attention_cache},
         )
 
     PreTrainedModel = TransformersPreTrainedModel  # 5.x ties weights from _tied_weights_keys ({target: source})
