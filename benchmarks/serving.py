@@ -41,42 +41,43 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare_marian import Shape, build_models  # noqa: E402
 
-from tools.translate import ENGINES, Translator, batches, parse_arguments, translate_batch  # noqa: E402
+from tools.translate import ENGINES, Engine, Translations, batches, parse_arguments, translated_batches  # noqa: E402
 from training.allocator import reuse_freed_memory  # noqa: E402
 from training.metrics import translation_scores  # noqa: E402
 from training.text_files import read_lines  # noqa: E402
 from vanilla_transformer.export import export_ctranslate2  # noqa: E402
 
 
-def timed(translate: Translator, sources: list[str], batch_size: int) -> tuple[list[str], float]:
-    """The translations of `sources`, batch by batch, and the seconds they took."""
+def timed(engine: Engine, sources: list[str], batch_size: int) -> tuple[list[str], float]:
+    """The translations of `sources`, batch by batch as vt-translate reads a file, and the seconds they took."""
     started = time.perf_counter()
-    hypotheses = [text for batch in batches(sources, batch_size) for text in translate_batch(translate, batch)]
+    translated = translated_batches(engine.translate, batches(sources, batch_size), engine.batches_at_once - 1)
+    hypotheses = [text for translations in translated for text in translations]
     return hypotheses, time.perf_counter() - started
 
 
-def engine(model: str, *flags: str) -> Translator:
+def engine(model: str, *flags: str) -> Engine:
     """An engine of tools.translate, set up exactly as the vt-translate command line would."""
     args = parse_arguments(["--model", model, "--device", "cpu", *flags])
     return ENGINES[args.engine](args)
 
 
-def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int) -> Translator:
+def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int) -> Engine:
     """generate() forced to produce, for the k-th batch, lengths[k] tokens (end-of-sentence suppressed); round after
     round."""
     remaining = cycle(lengths)
 
-    def translate(texts: list[str]) -> list[str]:
+    def translate(texts: list[str]) -> Translations:
         length = next(remaining)
         inputs = tokenizer(texts, return_tensors="pt", padding=True)
         with torch.inference_mode():
             model.generate(**inputs, num_beams=num_beams, min_new_tokens=length, max_new_tokens=length)
-        return ["" for _ in texts]
+        return lambda: ["" for _ in texts]
 
-    return translate
+    return Engine(translate, batches_at_once=1)
 
 
-def row_translator(row: str, model: str, num_beams: int, threads: int, lengths: list[int]) -> Translator:
+def row_translator(row: str, model: str, num_beams: int, threads: int, lengths: list[int]) -> Engine:
     """The translator that a row (see ROW_GROUPS) times; `model` is the folder it reads."""
     common = ["--num_beams", str(num_beams)]
     if row == "our generate(), fp32":

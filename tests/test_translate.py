@@ -10,7 +10,8 @@ import huggingface_hub.constants
 import pytest
 import torch
 
-from tools.translate import batches, main
+from tools.translate import batches, main, translated_batches
+from training.text_files import CorpusError
 
 from .helpers import FAULTS_OF_BLOCKS_MAPPED_ANEW, ROOT, page_faults_of_freed_blocks, translate
 
@@ -112,3 +113,27 @@ def test_vt_translate_keeps_the_memory_decoding_frees(smoke_run):
         f"import training.allocator\ntraining.allocator.reuse_freed_memory = lambda: False\n{translated}"
     )
     assert page_faults_of_freed_blocks(translated_without) > FAULTS_OF_BLOCKS_MAPPED_ANEW
+
+
+def test_batches_submitted_ahead_come_back_in_order_and_none_is_lost_to_a_later_error():
+    events = []
+
+    def translate(texts):
+        events.append(("submit", texts[0]))
+        return lambda: events.append(("wait", texts[0])) or [text.upper() for text in texts]
+
+    def read(lines):
+        yield from batches(lines, 2)
+        raise CorpusError("line 7 is not UTF-8")
+
+    translated = translated_batches(translate, read(["a", "b", "", "c", "d"]), ahead=1)
+    assert next(translated) == ["A", "B"]
+    assert events == [("submit", "a"), ("submit", "c"), ("wait", "a")]  # the second batch went in first
+    assert next(translated) == ["", "C"]  # a blank line stays blank, and is not sent to the engine
+    assert next(translated) == ["D"]  # read before the error: still translated
+    with pytest.raises(CorpusError, match="line 7"):
+        next(translated)
+
+    events.clear()
+    assert list(translated_batches(translate, batches(["a", "b", "c"], 1), ahead=0)) == [["A"], ["B"], ["C"]]
+    assert [kind for kind, _ in events] == ["submit", "wait"] * 3  # nothing read ahead
