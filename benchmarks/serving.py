@@ -15,10 +15,11 @@ for each batch, exactly as many tokens as our model produced (min_new_tokens = m
 generate(), same lengths" does the same with our model, so that these two rows compare equal work.
 
 Each engine runs in processes of its own, as under `vt-translate`: in a process where torch had run any parallel CPU
-operation, CTranslate2 translated 3.6x slower (2 cores of an AMD EPYC, torch 2.13.0, ctranslate2 4.8.5), and one
-process for all rows had put CTranslate2 float32 at 1.3x our generate() instead of ~5x. The two "same lengths" rows
-share their processes and take turns. A row's figure is the median of 2 passes over the sentences in each of
-`--rounds` processes, with freed memory kept as vt-translate keeps it (training.allocator).
+operation, CTranslate2 with two threads sharing each batch (vt-translate's setting then) translated 3.6x slower (2
+cores of an AMD EPYC, torch 2.13.0, ctranslate2 4.8.5), and one process for all rows had put CTranslate2 float32 at
+1.3x our generate() instead of ~5x. The two "same lengths" rows share their processes and take turns. A row's figure
+is the median of 2 passes over the sentences in each of `--rounds` processes, with freed memory kept as vt-translate
+keeps it (training.allocator).
 """
 
 import argparse

@@ -136,7 +136,8 @@ def ctranslate2_translator(args: argparse.Namespace) -> Engine:
     device = ctranslate2_device(args.device, ctranslate2.get_cuda_device_count())
     if device.type == "cpu":
         # Batches side by side, one thread each: on 2 cores of an Intel Xeon, 500 Multi30K sentences in batches of
-        # 32 took 5.6 s with two threads per batch (MKL's threads waited on each other) and 0.8 s this way.
+        # 32 took 5.6 s with two threads sharing each batch (they kept each other waiting: float32 with MKL, int8 with
+        # MKL or oneDNN) and 0.8 s this way (benchmarks/README.md).
         workers = args.threads or available_cores()
         threads = {"inter_threads": workers, "intra_threads": 1}
     else:
