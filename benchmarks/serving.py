@@ -5,9 +5,10 @@ identical shapes; BLEU and sentences per second on a test set.
     python benchmarks/serving.py --model runs/multi30k_en_de \\
         --source $data/test_2016_flickr.en.gz --reference $data/test_2016_flickr.de.gz --sentences 500
 
-Every engine translates the same sentences in the same batches (`--batch-size`, in input order) with beam 4 and
-length penalty 0.6 (or the folder's generation settings), on `--threads` CPU threads (torch and CTranslate2 alike),
-through `tools.translate`'s engines, so the tokenizer and the output limit (source length + 50) are the same.
+Every engine translates the same sentences in the same batches (`--batch-size`, formed as vt-translate forms them:
+sentences of similar length, from 16 batches of lines at a time) with beam 4 and length penalty 0.6 (or the folder's
+generation settings), on `--threads` CPU threads (torch and CTranslate2 alike), through `tools.translate`'s engines,
+so the tokenizer and the output limit (source length + 50) are the same.
 
 MarianMTModel cannot hold this model's weights when it is pre-LN (Marian is post-LN only), so its row times a
 randomly initialised MarianMTModel of the same shape (d_model, layers, heads, FFN width, vocabulary) made to produce,
@@ -42,7 +43,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare_marian import Shape, build_models  # noqa: E402
 
-from tools.translate import ENGINES, Engine, Translations, batches, parse_arguments, translated_batches  # noqa: E402
+from tools.translate import (  # noqa: E402
+    ENGINES,
+    SORT_BATCHES,
+    Engine,
+    Translations,
+    in_input_order,
+    length_sorted_batches,
+    parse_arguments,
+    token_count,
+    translated_batches,
+)
 from training.allocator import reuse_freed_memory  # noqa: E402
 from training.metrics import translation_scores  # noqa: E402
 from training.text_files import read_lines  # noqa: E402
@@ -50,10 +61,11 @@ from vanilla_transformer.export import export_ctranslate2  # noqa: E402
 
 
 def timed(engine: Engine, sources: list[str], batch_size: int) -> tuple[list[str], float]:
-    """The translations of `sources`, batch by batch as vt-translate reads a file, and the seconds they took."""
+    """The translations of `sources`, batched as vt-translate batches a file, and the seconds they took."""
     started = time.perf_counter()
-    translated = translated_batches(engine.translate, batches(sources, batch_size), engine.batches_at_once - 1)
-    hypotheses = [text for translations in translated for text in translations]
+    batched = length_sorted_batches(sources, batch_size, batch_size * SORT_BATCHES, engine.source_length)
+    translated = translated_batches(engine.translate, batched, engine.batches_at_once - 1)
+    hypotheses = [text for ready in in_input_order(translated) for text in ready]
     return hypotheses, time.perf_counter() - started
 
 
@@ -75,7 +87,7 @@ def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int) -
             model.generate(**inputs, num_beams=num_beams, min_new_tokens=length, max_new_tokens=length)
         return lambda: ["" for _ in texts]
 
-    return Engine(translate, batches_at_once=1)
+    return Engine(translate, batches_at_once=1, source_length=token_count(tokenizer))
 
 
 def row_translator(row: str, model: str, num_beams: int, threads: int, lengths: list[int]) -> Engine:
@@ -167,8 +179,10 @@ def main(argv: list[str] | None = None) -> None:
                 if not lengths:
                     # Tokens per batch as our model produced them: the longest translation of the batch, with its end.
                     tokenizer = AutoTokenizer.from_pretrained(args.model)
-                    ours = batches(translations["our generate(), fp32"], args.batch_size)
-                    lengths = [max(len(ids) for ids in tokenizer(batch)["input_ids"]) for batch in ours]
+                    ids = tokenizer(translations["our generate(), fp32"])["input_ids"]
+                    window = args.batch_size * SORT_BATCHES
+                    batched = length_sorted_batches(sources, args.batch_size, window, token_count(tokenizer))
+                    lengths = [max(len(ids[number]) for number in numbers) for numbers, _ in batched]
 
     rows: dict[str, tuple[float | None, float]] = {}
     for row, times in seconds.items():

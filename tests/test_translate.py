@@ -10,7 +10,7 @@ import huggingface_hub.constants
 import pytest
 import torch
 
-from tools.translate import batches, main, translated_batches
+from tools.translate import in_input_order, length_sorted_batches, main, translated_batches
 from training.text_files import CorpusError
 
 from .helpers import FAULTS_OF_BLOCKS_MAPPED_ANEW, ROOT, page_faults_of_freed_blocks, translate
@@ -57,8 +57,55 @@ def test_files_in_and_out(smoke_run, tmp_path):
     assert written[0] == translate(folder, SOURCES[:1])[0] and written[0].startswith("Ein Hund")
 
 
-def test_batches_keep_order():
-    assert list(batches(["a", "b", "c"], 2)) == [["a", "b"], ["c"]]
+def test_batches_group_similar_lengths_within_each_window_and_keep_the_line_numbers():
+    lines = ["a a a", "b", "c c", "d d d d", "e", "f f"]
+    assert list(length_sorted_batches(lines, 2, window=4, length=lambda line: len(line.split()))) == [
+        ([1, 2], ["b", "c c"]),  # the first four lines, shortest first
+        ([0, 3], ["a a a", "d d d d"]),
+        ([4, 5], ["e", "f f"]),  # the next window
+    ]
+    in_order = list(length_sorted_batches(lines, 2, window=2, length=len))  # a window of one batch: input order
+    assert in_order == [([0, 1], ["a a a", "b"]), ([2, 3], ["c c", "d d d d"]), ([4, 5], ["e", "f f"])]
+
+
+def test_lines_read_before_a_reading_error_are_still_batched():
+    def read():
+        yield from ["a a", "b", "c"]
+        raise CorpusError("line 4 is not UTF-8")
+
+    batched = length_sorted_batches(read(), 2, window=8, length=len)
+    assert next(batched) == ([1, 2], ["b", "c"]) and next(batched) == ([0], ["a a"])
+    with pytest.raises(CorpusError, match="line 4"):
+        next(batched)
+
+
+def test_translations_come_out_in_input_order_as_soon_as_the_lines_before_them_are_done():
+    done = in_input_order([([1, 2], ["B", "C"]), ([0, 4], ["A", "E"]), ([3], ["D"])])
+    assert list(done) == [[], ["A", "B", "C"], ["D", "E"]]
+
+
+def test_sentences_batched_by_length_are_written_in_input_order(smoke_run, tmp_path, capsys, monkeypatch):
+    from vanilla_transformer import TranslationPipeline
+
+    folder, _ = smoke_run
+    given = []
+    call = TranslationPipeline.__call__
+    monkeypatch.setattr(
+        TranslationPipeline, "__call__", lambda self, texts, **kw: given.append(texts) or call(self, texts, **kw)
+    )
+    sentences = ["A dog.", "A man in a red shirt sits on a bench by the lake.", "", "The girl sits.", "Two dogs run."]
+    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    outputs = []
+    for sort_batches in ("1", "4"):
+        main(
+            ["--model", str(folder), "--input", str(tmp_path / "in.txt"), "--batch_size", "2"]
+            + ["--sort_batches", sort_batches]
+        )
+        outputs.append(capsys.readouterr().out.splitlines())
+    assert given[:3] == [sentences[:2], [sentences[3]], [sentences[4]]]  # input order (the blank line never sent)
+    assert given[3:] == [["A dog."], ["The girl sits.", "Two dogs run."], [sentences[1]]]  # by length, blank first
+    assert outputs[0] == outputs[1] and outputs[0][2] == ""
+    assert [outputs[0][1], outputs[0][4]] == translate(folder, [sentences[1], sentences[4]])
 
 
 def stdin(data: bytes) -> io.TextIOWrapper:
@@ -123,17 +170,18 @@ def test_batches_submitted_ahead_come_back_in_order_and_none_is_lost_to_a_later_
         return lambda: events.append(("wait", texts[0])) or [text.upper() for text in texts]
 
     def read(lines):
-        yield from batches(lines, 2)
+        yield from length_sorted_batches(lines, 2, window=2, length=len)
         raise CorpusError("line 7 is not UTF-8")
 
     translated = translated_batches(translate, read(["a", "b", "", "c", "d"]), ahead=1)
-    assert next(translated) == ["A", "B"]
+    assert next(translated) == ([0, 1], ["A", "B"])
     assert events == [("submit", "a"), ("submit", "c"), ("wait", "a")]  # the second batch went in first
-    assert next(translated) == ["", "C"]  # a blank line stays blank, and is not sent to the engine
-    assert next(translated) == ["D"]  # read before the error: still translated
+    assert next(translated) == ([2, 3], ["", "C"])  # a blank line stays blank, and is not sent to the engine
+    assert next(translated) == ([4], ["D"])  # read before the error: still translated
     with pytest.raises(CorpusError, match="line 7"):
         next(translated)
 
     events.clear()
-    assert list(translated_batches(translate, batches(["a", "b", "c"], 1), ahead=0)) == [["A"], ["B"], ["C"]]
+    one_by_one = length_sorted_batches(["a", "b", "c"], 1, window=1, length=len)
+    assert [texts for _, texts in translated_batches(translate, one_by_one, ahead=0)] == [["A"], ["B"], ["C"]]
     assert [kind for kind, _ in events] == ["submit", "wait"] * 3  # nothing read ahead

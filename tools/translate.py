@@ -6,8 +6,9 @@ python -m tools.translate --model runs/multi30k_en_de --input source.txt --outpu
 python -m tools.translate --engine ctranslate2 --model runs/multi30k_en_de-ct2 < source.txt   # vt-export first
 
 Lines are read and translated in batches as they come (memory stays bounded, output order is input order); an
-empty line gives an empty line, and a line ends at "\n" only (a lone "\r" inside a sentence stays in it). Beam
-size and length default to the folder's generation_config.json.
+empty line gives an empty line, and a line ends at "\n" only (a lone "\r" inside a sentence stays in it). Batches
+group sentences of similar length, from --sort_batches batches of lines at a time. Beam size and length default to
+the folder's generation_config.json.
 """
 
 import argparse
@@ -45,15 +46,48 @@ class DeviceError(ValueError):
     """The --device argument names no device that this machine (or the engine) has."""
 
 
-def batches(lines: Iterable[str], size: int) -> Iterator[list[str]]:
-    batch: list[str] = []
-    for line in lines:
-        batch.append(line)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+# Batches of 32 from 512 lines: 500 Multi30K sentences 1.2-1.4x faster with generate() than in input order.
+SORT_BATCHES = 16
+Batch = tuple[list[int], list[str]]  # the sentences' line numbers in the input (from 0), and the sentences
+
+
+def length_sorted_batches(
+    lines: Iterable[str], batch_size: int, window: int, length: Callable[[str], int]
+) -> Iterator[Batch]:
+    """Batches of sentences of similar `length`: `window` lines at a time, sorted by length and cut into batches
+    (a window of one batch keeps input order). A batch decodes until its longest translation ends, so grouping
+    similar lengths leaves fewer rows waiting. When reading fails, the lines read before it are still batched."""
+    window_lines: list[tuple[int, str]] = []
+
+    def cut() -> Iterator[Batch]:
+        ordered = sorted(window_lines, key=lambda line: length(line[1])) if window > batch_size else window_lines
+        for start in range(0, len(ordered), batch_size):
+            batch = ordered[start : start + batch_size]
+            yield [number for number, _ in batch], [sentence for _, sentence in batch]
+        window_lines.clear()
+
+    try:
+        for numbered_line in enumerate(lines):
+            window_lines.append(numbered_line)
+            if len(window_lines) == window:
+                yield from cut()
+    except Exception:
+        yield from cut()
+        raise
+    yield from cut()
+
+
+def in_input_order(translated: Iterable[Batch]) -> Iterator[list[str]]:
+    """The translations, in input order: after each batch, the run of lines that can now be written."""
+    waiting: dict[int, str] = {}
+    written = 0
+    for numbers, translations in translated:
+        waiting.update(zip(numbers, translations, strict=True))
+        ready = []
+        while written in waiting:
+            ready.append(waiting.pop(written))
+            written += 1
+        yield ready
 
 
 Translations = Callable[[], list[str]]  # waits for a batch's translations and returns them, in order
@@ -65,6 +99,12 @@ Translator = Callable[[list[str]], Translations]
 class Engine(NamedTuple):
     translate: Translator
     batches_at_once: int  # how many batches it works on at the same time
+    source_length: Callable[[str], int]  # the tokens the model reads for a sentence
+
+
+def token_count(tokenizer: PreTrainedTokenizerBase) -> Callable[[str], int]:
+    prepare = text_preparation(tokenizer)  # as the engines prepare the source
+    return lambda text: len(tokenizer(prepare(text))["input_ids"])
 
 
 def submit_batch(translate: Translator, sentences: list[str]) -> Translations:
@@ -79,21 +119,27 @@ def submit_batch(translate: Translator, sentences: list[str]) -> Translations:
     return translations
 
 
-def translated_batches(translate: Translator, batches: Iterable[list[str]], ahead: int) -> Iterator[list[str]]:
-    """The translations of each batch, in order, with up to `ahead` later batches submitted before each is waited
-    for. When a batch cannot be read or submitted, the ones before it are still given, then the error raised."""
-    pending: deque[Translations] = deque()
+def translated_batches(translate: Translator, batches: Iterable[Batch], ahead: int) -> Iterator[Batch]:
+    """Each batch's line numbers and translations, batch by batch, with up to `ahead` later batches submitted before
+    each is waited for. When a batch cannot be read or submitted, the ones before it are still given, then the
+    error raised."""
+    pending: deque[tuple[list[int], Translations]] = deque()
+
+    def finished() -> Batch:
+        numbers, translations = pending.popleft()
+        return numbers, translations()
+
     try:
-        for sentences in batches:
-            pending.append(submit_batch(translate, sentences))
+        for numbers, sentences in batches:
+            pending.append((numbers, submit_batch(translate, sentences)))
             if len(pending) > ahead:
-                yield pending.popleft()()
+                yield finished()
     except Exception:
         while pending:
-            yield pending.popleft()()
+            yield finished()
         raise
     while pending:
-        yield pending.popleft()()
+        yield finished()
 
 
 def generate_translator(args: argparse.Namespace) -> Engine:
@@ -115,7 +161,7 @@ def generate_translator(args: argparse.Namespace) -> Engine:
         translations = [result["translation_text"] for result in results]
         return lambda: translations
 
-    return Engine(translate, batches_at_once=1)
+    return Engine(translate, batches_at_once=1, source_length=token_count(tokenizer))
 
 
 def ctranslate2_translator(args: argparse.Namespace) -> Engine:
@@ -181,7 +227,7 @@ def ctranslate2_translator(args: argparse.Namespace) -> Engine:
 
         return translations
 
-    return Engine(translate, batches_at_once=workers)
+    return Engine(translate, batches_at_once=workers, source_length=token_count(tokenizer))
 
 
 def available_cores() -> int:
@@ -301,6 +347,13 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max_new_tokens", type=positive_int, help="Length limit (default: source length + 50).")
     parser.add_argument("--length_penalty", type=finite_float, help="Beam length penalty (default: the model's, 0.6).")
     parser.add_argument("--batch_size", type=positive_int, default=32)
+    parser.add_argument(
+        "--sort_batches",
+        type=positive_int,
+        default=SORT_BATCHES,
+        help="Read this many batches of lines at a time and batch sentences of similar length together (1: input "
+        "order; output is in input order either way; 1 when reading a terminal).",
+    )
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available).")
     parser.add_argument(
         "--engine",
@@ -328,14 +381,16 @@ def main(argv: list[str] | None = None) -> None:
         engine = ENGINES[args.engine](args)
         lines = input_lines(args)
         # Someone typing sentences wants each batch's translations before typing the next: no reading ahead then.
-        ahead = 0 if reads_a_terminal(args) else engine.batches_at_once - 1
+        typed = reads_a_terminal(args)
+        window = args.batch_size * (1 if typed else args.sort_batches)
+        ahead = 0 if typed else engine.batches_at_once - 1
+        batched = length_sorted_batches(lines, args.batch_size, window, engine.source_length)
         with open(args.output, "w", encoding="utf-8") if args.output else nullcontext(sys.stdout) as sink:
             with tqdm(unit=" lines", disable=args.output is None) as progress:
-                for translations in translated_batches(engine.translate, batches(lines, args.batch_size), ahead):
-                    for translation in translations:
-                        sink.write(translation + "\n")
+                for ready in in_input_order(translated_batches(engine.translate, batched, ahead)):
+                    sink.writelines(translation + "\n" for translation in ready)
                     sink.flush()
-                    progress.update(len(translations))
+                    progress.update(len(ready))
     except (CorpusError, ModelFolderError, DeviceError, OSError) as error:  # OSError: an --output not writable
         raise SystemExit(f"error: {error}") from None
 
