@@ -7,8 +7,10 @@ python -m tools.translate --engine ctranslate2 --model runs/multi30k_en_de-ct2 <
 
 Lines are read and translated in batches as they come (memory stays bounded, output order is input order); an
 empty line gives an empty line, and a line ends at "\n" only (a lone "\r" inside a sentence stays in it). Batches
-group sentences of similar length, from --sort_batches batches of lines at a time. Beam size and length default to
-the folder's generation_config.json.
+group sentences of similar length, from --sort_batches batches of lines at a time (a terminal gets each batch
+translated as it is typed; a pipe fed line by line, with --batch_size 1 --sort_batches 1, and --threads 1 for
+CTranslate2, whose workers each take a batch read ahead). Beam size and length default to the folder's
+generation_config.json.
 """
 
 import argparse
