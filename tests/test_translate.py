@@ -144,7 +144,7 @@ def test_bad_input_ends_in_one_line_naming_it(smoke_run, tmp_path, monkeypatch, 
     broken = shutil.copytree(folder, tmp_path / "no-tokenizer", ignore=shutil.ignore_patterns("tokenizer.json"))
     with pytest.raises(SystemExit, match=r"no-tokenizer has no tokenizer\.json \(its vocabulary\)"):
         main(["--model", str(broken), "a dog"])
-    for flag in ("--batch_size", "--num_beams", "--max_new_tokens"):
+    for flag in ("--batch_size", "--num_beams", "--max_new_tokens", "--sort_batches", "--threads"):
         with pytest.raises(SystemExit):
             main(["--model", str(folder), flag, "0", "a dog"])
         assert f"argument {flag}: 0: must be at least 1" in capsys.readouterr().err
