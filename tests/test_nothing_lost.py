@@ -112,6 +112,24 @@ def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_
     assert summary["train_tokens_per_s"] == pytest.approx(results["summary"]["train_tokens_per_s"], rel=0.5)
 
 
+def test_a_finished_run_started_again_trains_no_step_past_max_steps_and_ships_the_same_model(tmp_path):
+    # 32 steps end mid-epoch (the smoke corpus makes 5 batches an epoch); transformers' loop trained a 33rd step on
+    # resuming from checkpoint-32, and the averaged model took it in.
+    from training.train import main as train_main
+
+    arguments = [*SMOKE, "--output_dir", str(tmp_path / "run"), "--max_steps", "32", "--save_steps", "16"]
+    first = train_main([*arguments, "--max_eval_samples", "4"])
+    weights = load_file(tmp_path / "run" / "model.safetensors")
+    again = train_main([*arguments, "--max_eval_samples", "4"])
+    assert sorted(p.name for p in (tmp_path / "run").glob("checkpoint-*")) == ["checkpoint-16", "checkpoint-32"]
+    assert again["summary"]["steps"] == 32 and again["results"] == first["results"]
+    for name, tensor in load_file(tmp_path / "run" / "model.safetensors").items():
+        assert tensor.equal(weights[name]), name
+    # A time budget spent before the resume is spent: no step more (it trained on to the next logging step, 40).
+    out_of_time = train_main([*arguments[:-4], "--max_steps", "64", "--max_train_minutes", "0.0001"])
+    assert out_of_time["summary"]["steps"] == 32
+
+
 def test_a_vocabulary_left_in_the_output_folder_is_reused_only_for_the_same_settings_and_data(run_copy, tmp_path):
     changed = run(
         [sys.executable, "-m", "training.train", *SMOKE, "--output_dir", str(run_copy), "--vocab_size", "100"]

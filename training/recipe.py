@@ -89,6 +89,22 @@ class TranslationTrainer(Seq2SeqTrainer):
         started, offset = self.clock
         return offset + time.time() - started
 
+    def _run_epoch(self, *args, **kwargs):
+        # transformers' epoch loop asks whether to stop only after a step: a run resumed from its last checkpoint
+        # (killed during its final evaluation, or run again) trained one step more than --max_steps, mid-epoch, and
+        # averaged that step into the model it shipped; past its time limit, up to --logging_steps more.
+        if self.finished_before_this_process():
+            self.control.should_training_stop = True
+            return None
+        return super()._run_epoch(*args, **kwargs)
+
+    def finished_before_this_process(self) -> bool:
+        """At --max_steps, or past --max_train_minutes with the time the checkpoint logged (the same on every
+        process, so they agree without talking)."""
+        trained_before_s = self.clock[1]
+        out_of_time = self.args.max_train_minutes and trained_before_s >= 60 * self.args.max_train_minutes
+        return self.state.global_step >= self.state.max_steps or bool(out_of_time)
+
     def get_train_dataloader(self) -> DataLoader:
         """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences."""
         dataset = self.train_dataset
