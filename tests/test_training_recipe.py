@@ -153,3 +153,32 @@ def test_training_pairs_with_ids_outside_the_model_are_named_before_training():
     with pytest.raises(ValueError, match=r"Training pair 0: token id -5 in input_ids"):
         check_token_ids_fit([[-5]], [[8]], vocab_size=100)
     check_token_ids_fit([[5], []], [[8, -100], [3]], vocab_size=100)  # -100: a label without loss
+
+
+def test_evaluation_decodes_shortest_sources_first_and_scores_each_translation_against_its_own_reference(smoke_run):
+    import numpy as np
+    from datasets import Dataset, DatasetDict
+    from transformers import AutoTokenizer
+
+    from training.data import by_source_length
+    from training.train import evaluate_translations
+
+    tokenizer = AutoTokenizer.from_pretrained(smoke_run[0])
+    targets = ["der hund läuft", "ein mann", "die frau sitzt auf der bank", "zwei"]
+    corpus = DatasetDict(test=Dataset.from_dict({"source": ["a b c", "a b c d e", "a", "a b"], "target": targets}))
+    tokenized = DatasetDict(test=corpus["test"].map(lambda row: tokenizer(row["source"], text_target=row["target"])))
+    assert by_source_length(tokenized["test"]) == [2, 3, 0, 1]
+
+    class Translator:  # "translates" each source into its own reference, and records the order it was given
+        processing_class = tokenizer
+        given: list[str] = []
+
+        def predict(self, dataset, metric_key_prefix):
+            Translator.given = [tokenizer.decode(ids, skip_special_tokens=True) for ids in dataset["input_ids"]]
+            width = max(len(ids) for ids in dataset["labels"])
+            padded = [ids + [-100] * (width - len(ids)) for ids in dataset["labels"]]
+            return type("Prediction", (), {"predictions": np.array(padded)})
+
+    scores = evaluate_translations(Translator(), corpus, tokenized, ["test"], "de")["test"]
+    assert [len(text.split()) for text in Translator.given] == [1, 2, 3, 5]  # shortest source first
+    assert scores["bleu"] == pytest.approx(100) and scores["translations"] == 4

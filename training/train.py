@@ -30,7 +30,7 @@ from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, V
 from .average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
 from .checkpoints import newest_complete_checkpoint
-from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
+from .data import CorpusError, by_source_length, load_parallel_corpus, testing_splits, tokenize_corpus
 from .hub import make_tokenizer_config_portable, publish
 from .metrics import decode, make_compute_metrics, translation_scores
 from .model_card import render_model_card
@@ -115,9 +115,11 @@ def evaluate_translations(trainer: TranslationTrainer, corpus, tokenized, splits
     """Beam-search translations of each split, scored against the untouched reference text."""
     results = {}
     for split in splits:
-        prediction = trainer.predict(tokenized[split], metric_key_prefix=split)
+        order = by_source_length(tokenized[split])
+        prediction = trainer.predict(tokenized[split].select(order), metric_key_prefix=split)
         hypotheses = decode(trainer.processing_class, prediction.predictions)
-        results[split] = translation_scores(hypotheses, corpus[split]["target"], target_lang)
+        references = corpus[split]["target"]
+        results[split] = translation_scores(hypotheses, [references[row] for row in order], target_lang)
         results[split]["translations"] = len(hypotheses)
         logger.info("%s: BLEU %.2f, chrF %.2f", split, results[split]["bleu"], results[split]["chrf"])
     return results
@@ -255,7 +257,7 @@ def main(argv: list[str] | None = None) -> dict:
         model=model,
         args=args,
         train_dataset=tokenized["train"],
-        eval_dataset=tokenized["validation"],
+        eval_dataset=tokenized["validation"].select(by_source_length(tokenized["validation"])),
         processing_class=tokenizer,
         data_collator=collator,
         compute_metrics=make_compute_metrics(tokenizer, data_args.target_lang),
