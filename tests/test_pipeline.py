@@ -84,6 +84,22 @@ def test_lists_are_translated_in_batches_of_32_by_default(translator):
     assert batch_sizes == [32, 8]
 
 
+def test_a_list_is_translated_in_batches_of_like_length_and_answered_in_its_own_order(translator):
+    sentences = [" ".join(SOURCES[i % len(SOURCES)] for i in range(n)) for n in (3, 1, 4, 2, 5, 1)]
+    batch_lengths = []
+    encoder = translator.model.get_encoder()
+    hook = encoder.register_forward_pre_hook(
+        lambda m, a, k: batch_lengths.append(k["attention_mask"].sum(1).tolist()), with_kwargs=True
+    )
+    try:
+        together = translator(sentences, batch_size=2)
+    finally:
+        hook.remove()
+    flat = [length for batch in batch_lengths for length in batch]
+    assert flat == sorted(flat) and len(flat) == len(sentences)  # shortest sources first
+    assert together == [translator(sentence)[0] for sentence in sentences]  # each answer at its sentence's place
+
+
 def test_a_generator_gives_what_a_list_gives_and_an_empty_list_gives_nothing(translator):
     from_list = translator(SOURCES[:3])
     assert list(translator(source for source in SOURCES[:3])) == from_list
