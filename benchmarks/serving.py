@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from itertools import cycle, islice
 from pathlib import Path
@@ -46,24 +46,30 @@ from compare_marian import Shape, build_models  # noqa: E402
 from tools.translate import (  # noqa: E402
     ENGINES,
     SORT_BATCHES,
+    Batch,
     Engine,
     Translations,
     in_input_order,
     length_sorted_batches,
     parse_arguments,
-    token_count,
     translated_batches,
 )
 from training.allocator import reuse_freed_memory  # noqa: E402
 from training.metrics import translation_scores  # noqa: E402
 from training.text_files import read_lines  # noqa: E402
 from vanilla_transformer.export import export_ctranslate2  # noqa: E402
+from vanilla_transformer.pipeline_vanilla_transformer import source_token_count  # noqa: E402
+
+
+def file_batches(sources: list[str], batch_size: int, length: Callable[[str], int]) -> Iterator[Batch]:
+    """The batches vt-translate makes of a file holding `sources` (by default settings)."""
+    return length_sorted_batches(sources, batch_size, batch_size * SORT_BATCHES, length)
 
 
 def timed(engine: Engine, sources: list[str], batch_size: int) -> tuple[list[str], float]:
     """The translations of `sources`, batched as vt-translate batches a file, and the seconds they took."""
     started = time.perf_counter()
-    batched = length_sorted_batches(sources, batch_size, batch_size * SORT_BATCHES, engine.source_length)
+    batched = file_batches(sources, batch_size, engine.source_length)
     translated = translated_batches(engine.translate, batched, engine.batches_at_once - 1)
     hypotheses = [text for ready in in_input_order(translated) for text in ready]
     return hypotheses, time.perf_counter() - started
@@ -87,7 +93,7 @@ def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int) -
             model.generate(**inputs, num_beams=num_beams, min_new_tokens=length, max_new_tokens=length)
         return lambda: ["" for _ in texts]
 
-    return Engine(translate, batches_at_once=1, source_length=token_count(tokenizer))
+    return Engine(translate, batches_at_once=1, source_length=source_token_count(tokenizer))
 
 
 def row_translator(row: str, model: str, num_beams: int, threads: int, lengths: list[int]) -> Engine:
@@ -180,8 +186,7 @@ def main(argv: list[str] | None = None) -> None:
                     # Tokens per batch as our model produced them: the longest translation of the batch, with its end.
                     tokenizer = AutoTokenizer.from_pretrained(args.model)
                     ids = tokenizer(translations["our generate(), fp32"])["input_ids"]
-                    window = args.batch_size * SORT_BATCHES
-                    batched = length_sorted_batches(sources, args.batch_size, window, token_count(tokenizer))
+                    batched = file_batches(sources, args.batch_size, source_token_count(tokenizer))
                     lengths = [max(len(ids[number]) for number in numbers) for numbers, _ in batched]
 
     rows: dict[str, tuple[float | None, float]] = {}

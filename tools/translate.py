@@ -37,7 +37,7 @@ from transformers import (
 from training.allocator import reuse_freed_memory
 from training.text_files import CorpusError, decode_lines, read_lines
 from vanilla_transformer import TranslationPipeline  # importing registers the model type: no remote code
-from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
+from vanilla_transformer.pipeline_vanilla_transformer import source_token_count, text_preparation
 
 
 class ModelFolderError(ValueError):
@@ -104,11 +104,6 @@ class Engine(NamedTuple):
     source_length: Callable[[str], int]  # the tokens the model reads for a sentence
 
 
-def token_count(tokenizer: PreTrainedTokenizerBase) -> Callable[[str], int]:
-    prepare = text_preparation(tokenizer)  # as the engines prepare the source
-    return lambda text: len(tokenizer(prepare(text))["input_ids"])
-
-
 def submit_batch(translate: Translator, sentences: list[str]) -> Translations:
     """The translations of `sentences`, in order; blank sentences give "" without running the model."""
     texts = [s for s in sentences if s.strip()]
@@ -163,7 +158,7 @@ def generate_translator(args: argparse.Namespace) -> Engine:
         translations = [result["translation_text"] for result in results]
         return lambda: translations
 
-    return Engine(translate, batches_at_once=1, source_length=token_count(tokenizer))
+    return Engine(translate, batches_at_once=1, source_length=source_token_count(tokenizer))
 
 
 def ctranslate2_translator(args: argparse.Namespace) -> Engine:
@@ -229,7 +224,7 @@ def ctranslate2_translator(args: argparse.Namespace) -> Engine:
 
         return translations
 
-    return Engine(translate, batches_at_once=workers, source_length=token_count(tokenizer))
+    return Engine(translate, batches_at_once=workers, source_length=source_token_count(tokenizer))
 
 
 def available_cores() -> int:

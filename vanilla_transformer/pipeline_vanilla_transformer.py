@@ -56,6 +56,13 @@ def text_preparation(tokenizer: PreTrainedTokenizerBase, side: str = "source") -
     )
 
 
+def source_token_count(tokenizer: PreTrainedTokenizerBase) -> Callable[[str], int]:
+    """Sentence -> the number of tokens the model reads for it (after `text_preparation`): what batches of like
+    length are grouped by."""
+    prepare = text_preparation(tokenizer)
+    return lambda text: len(tokenizer(prepare(text))["input_ids"])
+
+
 class TranslationPipeline(Pipeline):
     _load_processor = False
     _load_image_processor = False
@@ -70,6 +77,7 @@ class TranslationPipeline(Pipeline):
             kwargs["batch_size"] = DEFAULT_BATCH_SIZE
         super().__init__(*args, **kwargs)
         self.prepare_source = text_preparation(self.tokenizer)
+        self.source_tokens = source_token_count(self.tokenizer)
 
     def _sanitize_parameters(self, truncation: bool | None = None, max_source_length: int | None = None, **generate):
         preprocess = {}
@@ -107,11 +115,7 @@ class TranslationPipeline(Pipeline):
     def shortest_first(self, texts: list) -> list[int]:
         """Positions of `texts`, by the number of tokens the model reads (what is not a string: first, for
         preprocess to name it)."""
-
-        def tokens(text) -> int:
-            return len(self.tokenizer(self.prepare_source(text))["input_ids"]) if isinstance(text, str) else -1
-
-        lengths = [tokens(text) for text in texts]
+        lengths = [self.source_tokens(text) if isinstance(text, str) else -1 for text in texts]
         return sorted(range(len(texts)), key=lengths.__getitem__)
 
     def preprocess(self, text: str, truncation: bool = False, max_source_length: int | None = None) -> dict:
