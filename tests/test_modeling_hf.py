@@ -15,6 +15,7 @@ from transformers import (
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
 )
+from transformers.loss.loss_utils import LOSS_MAPPING, ForCausalLMLoss
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
 from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
@@ -340,6 +341,13 @@ def test_gradient_accumulation_equals_one_step_on_the_concatenated_batch(tmp_pat
     Seq2SeqTrainer(model=model, args=args, train_dataset=examples, optimizers=(optimizer, None)).train()
     for name, p in model.named_parameters():
         torch.testing.assert_close(p.detach(), expected[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_the_model_names_no_loss_that_shifts_its_labels():
+    """The loss is aligned with the labels (the decoder inputs are what is shifted), so every label is a target. A
+    model whose loss transformers takes for the causal-LM one had only labels[:, 1:] counted by the Trainer of
+    transformers 5.10-5.14, which scaled gradient-accumulated losses wrong (the test above, on those versions)."""
+    assert LOSS_MAPPING.get(tiny_model().loss_type) is not ForCausalLMLoss
 
 
 def test_label_smoothing_in_the_loss_is_the_papers():

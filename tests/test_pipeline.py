@@ -31,7 +31,8 @@ def test_importing_the_package_leaves_transformers_tasks_alone_until_asked(smoke
         import transformers.pipelines
         from transformers import pipeline
         import vanilla_transformer
-        assert "translation" in transformers.pipelines.REMOVED_TASKS
+        removed = getattr(transformers.pipelines, "REMOVED_TASKS", None)  # from transformers 5.19
+        assert removed is None or "translation" in removed
         assert "translation" not in transformers.pipelines.PIPELINE_REGISTRY.supported_tasks
         try:
             pipeline("translation", model={str(folder)!r})

@@ -35,11 +35,15 @@ def register_translation_task() -> None:
     """Make `pipeline("translation", ...)` build this package's TranslationPipeline, for any seq2seq model (Marian
     too) and for our folders without trust_remote_code. transformers 5.x removed its own translation task; on 4.x,
     which still has it, nothing changes. A process-wide setting of transformers, hence a call, not an import."""
-    if "translation" in getattr(transformers.pipelines, "REMOVED_TASKS", {}):
-        del transformers.pipelines.REMOVED_TASKS["translation"]
-        transformers.pipelines.PIPELINE_REGISTRY.register_pipeline(
-            "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
-        )
+    registry = transformers.pipelines.PIPELINE_REGISTRY
+    if "translation" in registry.supported_tasks:
+        return  # transformers' own task (4.x), or this one, registered by an earlier call
+    # From 5.19 transformers names the task in REMOVED_TASKS, whose message would win over the registry; before, the
+    # task is simply absent.
+    getattr(transformers.pipelines, "REMOVED_TASKS", {}).pop("translation", None)
+    registry.register_pipeline(
+        "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+    )
 
 
 __all__ = [
