@@ -7,6 +7,7 @@ Seq2SeqTrainer steps.
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from transformers import (
 
 import vanilla_transformer
 
-from .helpers import PAIRS, PROJECT_PACKAGES, run_python, tiny_model, word_tokenizer
+from .helpers import PAIRS, PROJECT_PACKAGES, ROOT, run_python, tiny_model, word_tokenizer
 
 SOURCES = ["a dog runs", "two men play football"]
 
@@ -116,3 +117,22 @@ def test_the_modeling_file_reads_the_same_on_every_transformers_version():
 
     source = Path(modeling_vanilla_transformer.__file__).read_text(encoding="utf-8")
     assert "__version__" not in source and "TRANSFORMERS_5" not in source and "from .transformers_versions" in source
+
+
+def test_the_oldest_transformers_the_model_accepts_is_the_one_pyproject_names():
+    """pyproject.toml's lower bound is what pip enforces and .ci/run tests; the import check is what a folder loaded as
+    remote code, where no pip ran, enforces: one number."""
+    from vanilla_transformer.transformers_versions import OLDEST_5
+
+    bound = re.search(r'"transformers>=([0-9.]+),', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))[1]
+    assert bound == f"{OLDEST_5[0]}.{OLDEST_5[1]}", bound
+
+
+def test_an_untested_transformers_release_is_refused_naming_the_one_to_install():
+    from vanilla_transformer.transformers_versions import tested_release
+
+    assert tested_release("5.9.0") == (5, 9) and tested_release("4.57.6") == (4, 57)
+    assert tested_release("5.25.0.dev0") == (5, 25)
+    for release in ("5.3.0", "5.8.1", "4.46.3"):
+        with pytest.raises(ImportError, match=rf"not {release}: pip install 'transformers>=5\.9,<6'"):
+            tested_release(release)

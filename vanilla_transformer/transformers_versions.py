@@ -16,7 +16,28 @@ from transformers.modeling_outputs import Seq2SeqLMOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import PreTrainedModel as TransformersPreTrainedModel
 
-TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
+# The releases the model is tested on: pyproject.toml's lower bound, which .ci/run tests (tests/test_compatibility.py
+# checks that the two agree), and 4.57. Earlier 5.x releases fail inside transformers, far from the reason: 5.0-5.1
+# lack its output recording, 5.2-5.3 need other mask arguments, 5.4-5.8 fail tests of gradient accumulation and of
+# resuming a run.
+OLDEST_5 = (5, 9)
+OLDEST_4 = (4, 57)
+
+
+def tested_release(version: str) -> tuple[int, int]:
+    """(major, minor) of a transformers release the model is tested on; an ImportError naming the one to install for
+    any other."""
+    release = tuple(int(part) for part in version.split(".")[:2])
+    if not (release >= OLDEST_5 or OLDEST_4 <= release < (5, 0)):
+        wanted = ".".join(map(str, OLDEST_5))
+        raise ImportError(
+            f"vanilla_transformer needs transformers {wanted} or later (or 4.57.x), not {version}: "
+            f"pip install 'transformers>={wanted},<6'"
+        )
+    return release
+
+
+TRANSFORMERS_5 = tested_release(transformers.__version__) >= (5, 0)
 
 
 def takes_cache_by_either_name(forward: Callable) -> Callable:
