@@ -292,8 +292,8 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
     try:
         model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(name)
-    except SafetensorError as error:  # an interrupted copy or download
-        damaged = f"its weights file cannot be read, cut short or damaged ({error})"
+    except SafetensorError:  # an interrupted copy or download; safetensors' own wording changes between releases
+        damaged = "its weights file cannot be read, cut short or damaged: copy or download it again"
         raise ModelFolderError(f"{name} cannot be loaded: {damaged}") from None
     except (OSError, ValueError) as error:
         reason = str(error).strip().split("\n")[0]

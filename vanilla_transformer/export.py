@@ -88,8 +88,8 @@ def load_model(model_dir: str | Path) -> VanillaTransformerForConditionalGenerat
         raise ExportError(f"{model_dir} holds a {model_type!r} model, not a vanilla_transformer one.")
     try:
         return VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).eval()
-    except SafetensorError as error:  # an interrupted copy or download
-        damaged = f"its weights file cannot be read, cut short or damaged ({error})"
+    except SafetensorError:  # an interrupted copy or download; safetensors' own wording changes between releases
+        damaged = "its weights file cannot be read, cut short or damaged: copy or download it again"
         raise ExportError(f"{model_dir} cannot be loaded: {damaged}") from None
     except (OSError, ValueError) as error:  # no weights, or a setting out of range
         reason = str(error).strip().split("\n")[0]
