@@ -346,7 +346,7 @@ def test_gradient_accumulation_equals_one_step_on_the_concatenated_batch(tmp_pat
 def test_the_model_names_no_loss_that_shifts_its_labels():
     """The loss is aligned with the labels (the decoder inputs are what is shifted), so every label is a target. A
     model whose loss transformers takes for the causal-LM one had only labels[:, 1:] counted by the Trainer of
-    transformers 5.10-5.14, which scaled gradient-accumulated losses wrong (the test above, on those versions)."""
+    transformers 5.10-5.14, which divided its losses by too few (the test above fails there without this)."""
     assert LOSS_MAPPING.get(tiny_model().loss_type) is not ForCausalLMLoss
 
 

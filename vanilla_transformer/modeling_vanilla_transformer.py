@@ -797,7 +797,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         # The loss is computed here, against labels aligned with the decoder positions. transformers would otherwise
         # read a loss type from the class name, "ForConditionalGeneration", which it maps to the causal-LM loss that
         # shifts its labels; the Trainer of transformers 5.10-5.14 then counted labels[:, 1:] as the batch's targets
-        # and scaled every gradient-accumulated loss wrong (by 15/11 in tests/test_modeling_hf.py's four examples).
+        # (num_items_in_batch) and divided every loss by too few (11 for the 15 labels of tests/test_modeling_hf.py's
+        # four examples).
         self.loss_type = None
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
