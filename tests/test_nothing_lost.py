@@ -11,10 +11,13 @@ import pytest
 from safetensors.torch import load_file
 
 import training.average_checkpoints
+import vanilla_transformer.export
 from training.arguments import ModelArguments, VocabularyArguments, parse_arguments
 from training.average_checkpoints import main as average_main
 from training.data import CorpusError, load_parallel_corpus
-from training.train import load_or_train_tokenizer
+from training.train import OutputFolderError, check_output_folder, load_or_train_tokenizer
+from training.train import main as train_main
+from vanilla_transformer.export import main as export_main
 
 from .helpers import ROOT, SMOKE, SUBPROCESS_DEADLINE_S
 
@@ -36,7 +39,7 @@ def test_averaging_never_deletes_the_run_or_its_checkpoints(run_copy, target, mo
     with pytest.raises(SystemExit) as exit_info:
         average_main(["--run_dir", str(run_copy), "--last", "2", "--output_dir", target])
     assert str(exit_info.value).startswith("error: --output_dir ")
-    assert "holds the checkpoint" in str(exit_info.value) or "is not a model folder" in str(exit_info.value)
+    assert any(why in str(exit_info.value) for why in ("this reads", "is not a model folder"))
     assert listing(run_copy) == before
 
 
@@ -81,6 +84,59 @@ Trainer._save_optimizer_and_scheduler = save_then_die
 sys.argv = ["train", *sys.argv[1:]]
 cli()
 """
+
+
+def test_training_never_writes_over_a_folder_that_is_not_a_run(run_copy, tmp_path):
+    """The run writes README.md, config.json, tokenizer.json ... into --output_dir: a folder of other files or the model
+    being fine-tuned is refused before anything is written; an earlier run's folder is resumed, an empty one filled."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# My project\n", encoding="utf-8")
+    (project / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    before = listing(tmp_path)
+    with pytest.raises(
+        OutputFolderError, match=r"holds files that are not a training run's \(README\.md, notes\.txt\)"
+    ):
+        train_main([*SMOKE, "--output_dir", str(project)])
+    with pytest.raises(OutputFolderError, match=r"is the model that --model_name_or_path fine-tunes"):
+        train_main([*SMOKE, "--model_name_or_path", str(run_copy), "--output_dir", str(run_copy)])
+    assert listing(tmp_path) == before
+    (tmp_path / "empty").mkdir()
+    for earlier_run in (run_copy, tmp_path / "empty", tmp_path / "new"):
+        check_output_folder(earlier_run, None)  # a finished run (run again, it resumes), empty, new
+
+
+@pytest.mark.parametrize("target", ["run", ".", "..", "run/checkpoint-80", "notes"])
+def test_exporting_with_force_never_deletes_the_model_its_run_or_other_folders(run_copy, target, monkeypatch):
+    """vt-export --force replaces an earlier export only: the model folder itself, the folder holding it, `.`, a
+    checkpoint or a folder of the user's are refused (the --force of CTranslate2's converter deletes any folder)."""
+    (run_copy.parent / "notes").mkdir()
+    (run_copy.parent / "notes" / "todo.txt").write_text("keep me\n", encoding="utf-8")
+    before = listing(run_copy.parent)
+    monkeypatch.chdir(run_copy.parent / "notes" if target == "." else run_copy.parent)
+    with pytest.raises(SystemExit) as exit_info:
+        export_main(["ctranslate2", str(run_copy), target, "--force"])
+    assert str(exit_info.value).startswith("error: ")
+    assert any(why in str(exit_info.value) for why in ("this reads", "is not a CTranslate2 model"))
+    assert listing(run_copy.parent) == before
+
+
+def test_exporting_with_force_replaces_an_earlier_export_and_a_failure_keeps_it(run_copy, tmp_path, monkeypatch):
+    export = tmp_path / "ct2"
+    export_main(["ctranslate2", str(run_copy), str(export), "--quantization", "int8"])
+    int8 = listing(export)
+    export_main(["ctranslate2", str(run_copy), str(export), "--force"])
+    assert listing(export)["model.bin"] > int8["model.bin"]  # float32 weights now
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    float32 = listing(export)
+    monkeypatch.setattr(vanilla_transformer.export, "record_max_positions", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        export_main(["ctranslate2", str(run_copy), str(export), "--force", "--quantization", "int8"])
+    assert listing(export) == float32
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no partial or old folder
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import gzip
 import io
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
@@ -24,10 +25,11 @@ from tools.visualize import main as visualize_main
 from training.arguments import parse_arguments
 from training.average_checkpoints import main as average_main
 from training.data import DataArguments, load_parallel_corpus, tokenize_corpus
+from training.train import cli as train_cli
 from vanilla_transformer import TranslationPipeline, VanillaTransformerConfig
 from vanilla_transformer.export import main as export_main
 
-from .helpers import PAIRS, ROOT, random_batch, tiny_model, word_tokenizer
+from .helpers import PAIRS, ROOT, SMOKE, random_batch, tiny_model, word_tokenizer
 
 DOCUMENT = ROOT / "docs" / "reliability.md"
 TABLE_START, TABLE_END = "<!-- table: tests/test_reliability.py -->", "<!-- end of table -->"
@@ -166,6 +168,13 @@ def average_into(target: str) -> Callable[[Path, Path], None]:
     return call
 
 
+def train_into_a_project_folder(d: Path):
+    (d / "project").mkdir()
+    (d / "project" / "README.md").write_text("# My project\n", encoding="utf-8")
+    with mock.patch.object(sys, "argv", ["vt-train", *SMOKE, "--output_dir", str(d / "project")]):
+        train_cli()
+
+
 def average_none(d: Path, run: Path):
     average_main(["--run_dir", str(run), "--last", "0", "--output_dir", str(d / "averaged")])
 
@@ -246,6 +255,11 @@ def export_without_weights(d: Path, run: Path):
     export_main(["ctranslate2", str(d / "model"), str(d / "out")])
 
 
+def export_over_the_model(d: Path, run: Path):
+    copy = shutil.copytree(run, d / "run")  # a copy: were the check gone, the export would delete the folder
+    export_main(["ctranslate2", str(copy), str(copy), "--force"])
+
+
 def export_an_export(d: Path, run: Path):
     export_main(["ctranslate2", str(run), str(d / "ct2")])
     export_main(["ctranslate2", str(d / "ct2"), str(d / "out")])
@@ -290,6 +304,7 @@ CASES = [
     ("model", "`generate(num_beams=0)`", zero_beams),
     ("model", "a broken `generation_config.json`", broken_generation_config),
     ("pipeline", "`translator(['a dog', 3])`", non_string),
+    ("vt-train", "`--output_dir` a folder of other files (`README.md`)", train_into_a_project_folder),
     ("vt-average-checkpoints", "`--output_dir RUN` (the run itself)", average_into(".")),
     ("vt-average-checkpoints", "`--output_dir RUN/checkpoint-80`", average_into("checkpoint-80")),
     ("vt-average-checkpoints", "`--last 0`", average_none),
@@ -310,6 +325,7 @@ CASES = [
     ("vt-export", "a setting CTranslate2 cannot express", export_inexpressible),
     ("vt-export", "a model folder without its weights", export_without_weights),
     ("vt-export", "a CTranslate2 export as the model", export_an_export),
+    ("vt-export", "`--force` with the model folder as the output", export_over_the_model),
 ]
 
 

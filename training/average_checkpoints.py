@@ -10,13 +10,14 @@ existing folder is only replaced when it is a model folder (never a run, a check
 """
 
 import argparse
-import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+
+from vanilla_transformer.folders import partial_folder, replace_folder, replacement_problem
 
 from .checkpoints import WEIGHTS, numbered_checkpoints, why_incomplete
 
@@ -54,49 +55,20 @@ def write_averaged_model(checkpoints: Sequence[Path], output_dir: Path) -> Path:
     for checkpoint in checkpoints:
         if not (checkpoint / WEIGHTS).exists():
             raise AveragingError(f"{checkpoint} has no {WEIGHTS}.")
-    check_replaceable(output_dir, checkpoints)
-    output_dir = output_dir.resolve()  # renames need the real name ("." has none)
+    model_folder = {"config.json", WEIGHTS}  # and not a checkpoint, which also holds trainer_state.json
+    problem = replacement_problem(output_dir, checkpoints, "a model folder", model_folder, {"trainer_state.json"})
+    if problem:
+        raise AveragingError(f"--output_dir {problem}")
     averaged = average_weights(checkpoints)
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = output_dir.with_name(f".{output_dir.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)  # left by a killed process that had the same id
+    output_dir.resolve().parent.mkdir(parents=True, exist_ok=True)
+    partial = partial_folder(output_dir)
     try:
         shutil.copytree(checkpoints[-1], partial, ignore=shutil.ignore_patterns(*TRAINER_FILES, WEIGHTS))
         save_file(averaged, partial / WEIGHTS, metadata={"format": "pt"})
         replace_folder(partial, output_dir)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    return output_dir
-
-
-def check_replaceable(output_dir: Path, checkpoints: Sequence[Path]) -> None:
-    """Refuse an output folder whose replacement would delete anything but an earlier model folder."""
-    target = output_dir.resolve()
-    for checkpoint in checkpoints:
-        if target == checkpoint.resolve() or target in checkpoint.resolve().parents:
-            raise AveragingError(f"--output_dir {output_dir} holds the checkpoint {checkpoint}: choose another folder.")
-    if not target.exists():
-        return
-    entries = sorted(entry.name for entry in target.iterdir()) if target.is_dir() else [target.name]
-    is_model_folder = {"config.json", WEIGHTS} <= set(entries) and not any((target / e).is_dir() for e in entries)
-    if entries and not (is_model_folder and "trainer_state.json" not in entries):
-        shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
-        raise AveragingError(
-            f"--output_dir {output_dir} exists and is not a model folder (it holds {shown}): choose a new folder; "
-            "only an earlier averaged model is replaced."
-        )
-
-
-def replace_folder(new: Path, target: Path) -> None:
-    """Put `new` at `target` by renames: at every moment `target` is the old folder or the complete new one."""
-    if not target.exists():
-        os.replace(new, target)
-        return
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    shutil.rmtree(old, ignore_errors=True)
-    os.replace(target, old)
-    os.replace(new, target)
-    shutil.rmtree(old)
+    return output_dir.resolve()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,12 +24,13 @@ from transformers import (
 )
 
 from vanilla_transformer import TranslationPipeline, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.folders import first_names
 
 from .allocator import reuse_freed_memory
 from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
 from .average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
-from .checkpoints import newest_complete_checkpoint
+from .checkpoints import newest_complete_checkpoint, numbered_checkpoints
 from .data import CorpusError, by_source_length, load_parallel_corpus, testing_splits, tokenize_corpus
 from .hub import make_tokenizer_config_portable, publish
 from .metrics import decode, make_compute_metrics, translation_scores
@@ -40,6 +41,8 @@ from .schedule import peak_learning_rate
 from .tokenizer import VOCABULARY_RECORD, record_text_preprocessing, special_token_ids, train_tokenizer
 
 logger = logging.getLogger("training.train")
+
+RESULTS = "results.json"  # the finished run's scores and timings, beside the model (tools.report reads it)
 
 
 def load_or_train_tokenizer(
@@ -123,6 +126,32 @@ def evaluate_translations(trainer: TranslationTrainer, corpus, tokenized, splits
         results[split]["translations"] = len(hypotheses)
         logger.info("%s: BLEU %.2f, chrF %.2f", split, results[split]["bleu"], results[split]["chrf"])
     return results
+
+
+class OutputFolderError(ValueError):
+    """--output_dir holds files that this run would write over and that are not an earlier run's."""
+
+
+def check_output_folder(output_dir: Path, base_model: str | None) -> None:
+    """Refuse an --output_dir where the run would write over what is not its own: the model folder being fine-tuned,
+    or a folder that holds something but no mark of a run of this script (the vocabulary record, a checkpoint,
+    results.json). The run writes README.md, config.json, tokenizer.json and others there, over files of those
+    names; an earlier run's folder is resumed or finished again, an empty one filled."""
+    if base_model and Path(base_model).is_dir() and Path(base_model).resolve() == output_dir.resolve():
+        raise OutputFolderError(
+            f"--output_dir {output_dir} is the model that --model_name_or_path fine-tunes: the run would write over "
+            "it. Choose another folder."
+        )
+    if not output_dir.is_dir():  # new (a file is refused with the arguments: training.arguments.check_folders)
+        return
+    entries = sorted(entry.name for entry in output_dir.iterdir())
+    if not entries or {VOCABULARY_RECORD, RESULTS} & set(entries) or numbered_checkpoints(output_dir):
+        return
+    raise OutputFolderError(
+        f"--output_dir {output_dir} holds files that are not a training run's ({first_names(entries)}), and the run "
+        "would write its own over those of the same names (README.md, config.json, tokenizer.json, ...). Choose a "
+        "new or empty folder, or an earlier run's folder to resume it."
+    )
 
 
 def resume_checkpoint(args: TranslationTrainingArguments) -> str | None:
@@ -217,7 +246,7 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
     )
     (output_dir / "README.md").write_text(card, encoding="utf-8")
     report = {"summary": summary, "results": results, "arguments": {"data": asdict(data_args), "seed": args.seed}}
-    (output_dir / "results.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    (output_dir / RESULTS).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -236,6 +265,7 @@ def main(argv: list[str] | None = None) -> dict:
     checkpoint = resume_checkpoint(args)
 
     with args.main_process_first(desc="data and vocabulary"):
+        check_output_folder(output_dir, model_args.model_name_or_path)  # the first process checks before it writes
         corpus = load_parallel_corpus(data_args, args.seed)
         output_dir.mkdir(parents=True, exist_ok=True)
         tokenizer = load_or_train_tokenizer(model_args, vocab_args, corpus, output_dir, resuming=checkpoint is not None)
@@ -290,7 +320,7 @@ def cli() -> None:
     """The console script: data errors end the run with their message (file and line), not a traceback."""
     try:
         main()
-    except (CorpusError, AveragingError) as error:
+    except (CorpusError, AveragingError, OutputFolderError) as error:
         raise SystemExit(f"error: {error}") from None
 
 

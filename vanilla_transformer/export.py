@@ -18,7 +18,6 @@ projection. Two things are written explicitly:
 
 import argparse
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from safetensors import SafetensorError
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .folders import partial_folder, replace_folder, replacement_problem
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_positional_encoding
 
 try:
@@ -52,6 +52,8 @@ DEFAULT_MAX_POSITIONS = 1024
 # What the output folder needs besides the weights: the tokenizer (CTranslate2 takes and returns tokens) and the
 # decoding settings.
 COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
+# What every CTranslate2 model folder holds: how an earlier export is told from other folders.
+CTRANSLATE2_FILES = ("config.json", "model.bin")
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 
 
@@ -212,19 +214,20 @@ def export_ctranslate2(
     output_dir = Path(output_dir)
     if output_dir.exists() and not force:
         raise ExportError(f"{output_dir} exists: choose a new folder, or pass --force to replace it.")
+    # --force replaces an earlier export, nothing else: not the model folder, the run holding it, or `.`.
+    problem = replacement_problem(output_dir, [Path(model_dir)], "a CTranslate2 model", CTRANSLATE2_FILES)
+    if problem:
+        raise ExportError(problem)
     converter = VanillaTransformerConverter(model_dir, max_positions)
     # Written beside the target and renamed when complete: an interrupted export leaves no half folder behind.
-    partial = output_dir.with_name(f".{output_dir.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
+    partial = partial_folder(output_dir)
     try:
         converter.convert(str(partial), quantization=quantization, force=True)
         for name in COPIED_FILES:
             if (Path(model_dir) / name).is_file():
                 shutil.copy(Path(model_dir) / name, partial / name)
         record_max_positions(partial / "tokenizer_config.json", max_positions)
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        os.replace(partial, output_dir)
+        replace_folder(partial, output_dir)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return output_dir

@@ -1,0 +1,68 @@
+"""Writing a command's output folder where one may already be, without losing anything else.
+
+vt-export (`vanilla_transformer.export`) and vt-average-checkpoints (`training.average_checkpoints`) write a whole
+folder and replace an earlier one of theirs. What they must never replace: the folder they read from, or a folder
+holding it (a training run with its checkpoints), and any folder that is not an earlier output of theirs (`.`, a
+project folder, a run). The new folder is written under a temporary name beside the target and put in place by
+renames, so a failure or a kill leaves the old folder as it was.
+"""
+
+import os
+import shutil
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+
+def replacement_problem(
+    target: Path, read_from: Sequence[Path], kind: str, marks: Collection[str], foreign: Collection[str] = ()
+) -> str | None:
+    """Why putting a new `kind` folder at `target` would lose something; None where it would not.
+
+    Lost would be: one of the `read_from` folders, when `target` is it or holds it, or what `target` holds when it
+    exists and is not an earlier `kind` folder (a folder without subfolders that holds all of `marks` and none of
+    `foreign`). An empty folder may be replaced.
+    """
+    resolved = target.resolve()
+    for source in read_from:
+        if resolved == source.resolve():
+            return f"{target} is the folder this reads: choose another folder."
+        if resolved in source.resolve().parents:
+            return f"{target} holds {source}, which this reads: choose another folder."
+    if not resolved.exists():
+        return None
+    entries = sorted(entry.name for entry in resolved.iterdir()) if resolved.is_dir() else [resolved.name]
+    names = set(entries)
+    earlier = set(marks) <= names and not names & set(foreign) and not any((resolved / e).is_dir() for e in entries)
+    if entries and not earlier:
+        return (
+            f"{target} exists and is not {kind} (it holds {first_names(entries)}): choose a new folder; only an "
+            f"earlier {kind} is replaced."
+        )
+    return None
+
+
+def first_names(entries: Sequence[str], most: int = 5) -> str:
+    """A folder's entries for a message: the first `most`, then "..." for the others."""
+    return ", ".join(entries[:most]) + (", ..." if len(entries) > most else "")
+
+
+def partial_folder(target: Path) -> Path:
+    """The temporary name beside `target` that its new content is written under; none is left from before (a killed
+    process with the same id)."""
+    target = target.resolve()  # "." has no name to put beside
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    return partial
+
+
+def replace_folder(new: Path, target: Path) -> None:
+    """Put `new` at `target` by renames: at every moment `target` is the old folder or the complete new one."""
+    target = target.resolve()
+    if not target.exists():
+        os.replace(new, target)
+        return
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(target, old)
+    os.replace(new, target)
+    shutil.rmtree(old)
