@@ -59,8 +59,9 @@ def write_averaged_model(checkpoints: Sequence[Path], output_dir: Path) -> Path:
     problem = replacement_problem(output_dir, checkpoints, "a model folder", model_folder, {"trainer_state.json"})
     if problem:
         raise AveragingError(f"--output_dir {problem}")
+    output_dir = output_dir.resolve()  # renames need the real name ("." has none)
     averaged = average_weights(checkpoints)
-    output_dir.resolve().parent.mkdir(parents=True, exist_ok=True)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
     partial = partial_folder(output_dir)
     try:
         shutil.copytree(checkpoints[-1], partial, ignore=shutil.ignore_patterns(*TRAINER_FILES, WEIGHTS))
@@ -68,7 +69,7 @@ def write_averaged_model(checkpoints: Sequence[Path], output_dir: Path) -> Path:
         replace_folder(partial, output_dir)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
-    return output_dir.resolve()
+    return output_dir
 
 
 def main(argv: list[str] | None = None) -> None:
