@@ -43,8 +43,8 @@ from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrain
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from training.tokenizer import SPECIAL_IDS  # noqa: E402
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
+from vanilla_transformer.training.tokenizer import SPECIAL_IDS  # noqa: E402
 
 PAD, EOS = SPECIAL_IDS["<pad>"], SPECIAL_IDS["</s>"]  # the ids of the project's own vocabularies
 START = PAD  # decoding starts from <pad>, as in Marian
@@ -413,11 +413,11 @@ def real_data_paths(
     and lengths padded to multiples of 8. Figures are medians over the rounds."""
     from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-    from training.arguments import TranslationTrainingArguments
-    from training.batching import TokenBudgetBatchSampler
-    from training.data import DataArguments, load_parallel_corpus, tokenize_corpus
-    from training.recipe import TranslationTrainer
-    from training.tokenizer import VocabularySettings, train_tokenizer
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+    from vanilla_transformer.training.batching import TokenBudgetBatchSampler
+    from vanilla_transformer.training.data import DataArguments, load_parallel_corpus, tokenize_corpus
+    from vanilla_transformer.training.recipe import TranslationTrainer
+    from vanilla_transformer.training.tokenizer import VocabularySettings, train_tokenizer
 
     # Only the training split is used; naming a test split keeps the loader from cutting one out of train.
     data_args = DataArguments(source_lang="en", target_lang="de", data_dir=data_dir, test_prefixes=["val"])

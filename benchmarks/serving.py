@@ -7,7 +7,7 @@ identical shapes; BLEU and sentences per second on a test set.
 
 Every engine translates the same sentences in the same batches (`--batch-size`, formed as vt-translate forms them:
 sentences of similar length, from 16 batches of lines at a time) with beam 4 and length penalty 0.6 (or the folder's
-generation settings), on `--threads` CPU threads (torch and CTranslate2 alike), through `tools.translate`'s engines,
+generation settings), on `--threads` CPU threads (torch and CTranslate2 alike), through vt-translate's engines,
 so the tokenizer and the output limit (source length + 50) are the same.
 
 MarianMTModel cannot hold this model's weights when it is pre-LN (Marian is post-LN only), so its row times a
@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from itertools import cycle, islice
 from pathlib import Path
@@ -43,60 +43,55 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare_marian import Shape, build_models  # noqa: E402
 
-from tools.translate import (  # noqa: E402
-    ENGINES,
-    SORT_BATCHES,
-    Batch,
-    Engine,
-    Translations,
-    in_input_order,
-    length_sorted_batches,
-    parse_arguments,
-    translated_batches,
-)
-from training.allocator import reuse_freed_memory  # noqa: E402
-from training.metrics import translation_scores  # noqa: E402
-from training.text_files import read_lines  # noqa: E402
-from vanilla_transformer.export import export_ctranslate2  # noqa: E402
-from vanilla_transformer.pipeline_vanilla_transformer import source_token_count  # noqa: E402
+from vanilla_transformer.pipeline_vanilla_transformer import shortest_first, source_token_count  # noqa: E402
+from vanilla_transformer.tools.export import export_ctranslate2  # noqa: E402
+from vanilla_transformer.tools.translate import ENGINES, SORT_BATCHES, Translator, chunks, parse_arguments  # noqa: E402
+from vanilla_transformer.training import read_lines, reuse_freed_memory, translation_scores  # noqa: E402
 
 
-def file_batches(sources: list[str], batch_size: int, length: Callable[[str], int]) -> Iterator[Batch]:
-    """The batches vt-translate makes of a file holding `sources` (by default settings)."""
-    return length_sorted_batches(sources, batch_size, batch_size * SORT_BATCHES, length)
+def file_batches(lines: list[str], batch_size: int, length: Callable[[str], int]) -> list[list[int]]:
+    """The line numbers of each batch that vt-translate forms of a file: SORT_BATCHES batches of lines at a time,
+    shortest first."""
+    window, batches = batch_size * SORT_BATCHES, []
+    for start in range(0, len(lines), window):
+        order = [start + row for row in shortest_first([length(line) for line in lines[start : start + window]])]
+        batches += [order[first : first + batch_size] for first in range(0, len(order), batch_size)]
+    return batches
 
 
-def timed(engine: Engine, sources: list[str], batch_size: int) -> tuple[list[str], float]:
-    """The translations of `sources`, batched as vt-translate batches a file, and the seconds they took."""
+def timed(translate: Translator, sources: list[str], batch_size: int) -> tuple[list[str], float]:
+    """The translations of `sources`, read as vt-translate reads a file, and the seconds they took."""
     started = time.perf_counter()
-    batched = file_batches(sources, batch_size, engine.source_length)
-    translated = translated_batches(engine.translate, batched, engine.batches_at_once - 1)
-    hypotheses = [text for ready in in_input_order(translated) for text in ready]
+    hypotheses = [text for lines in chunks(sources, batch_size * SORT_BATCHES) for text in translate(lines)]
     return hypotheses, time.perf_counter() - started
 
 
-def engine(model: str, *flags: str) -> Engine:
-    """An engine of tools.translate, set up exactly as the vt-translate command line would."""
+def engine(model: str, *flags: str) -> Translator:
+    """An engine of vanilla_transformer.tools.translate, set up exactly as the vt-translate command line would."""
     args = parse_arguments(["--model", model, "--device", "cpu", *flags])
     return ENGINES[args.engine](args)
 
 
-def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int) -> Engine:
-    """generate() forced to produce, for the k-th batch, lengths[k] tokens (end-of-sentence suppressed); round after
-    round."""
+def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int, batch_size: int) -> Translator:
+    """generate() over vt-translate's batches, forced to produce lengths[k] tokens for the k-th batch (end-of-sentence
+    suppressed); round after round."""
     remaining = cycle(lengths)
+    length = source_token_count(tokenizer)
 
-    def translate(texts: list[str]) -> Translations:
-        length = next(remaining)
-        inputs = tokenizer(texts, return_tensors="pt", padding=True)
-        with torch.inference_mode():
-            model.generate(**inputs, num_beams=num_beams, min_new_tokens=length, max_new_tokens=length)
-        return lambda: ["" for _ in texts]
+    def translate(lines: list[str]) -> list[str]:
+        for batch in file_batches(lines, batch_size, length):
+            tokens = next(remaining)
+            inputs = tokenizer([lines[row] for row in batch], return_tensors="pt", padding=True)
+            with torch.inference_mode():
+                model.generate(**inputs, num_beams=num_beams, min_new_tokens=tokens, max_new_tokens=tokens)
+        return ["" for _ in lines]
 
-    return Engine(translate, batches_at_once=1, source_length=source_token_count(tokenizer))
+    return translate
 
 
-def row_translator(row: str, model: str, num_beams: int, threads: int, lengths: list[int]) -> Engine:
+def row_translator(
+    row: str, model: str, num_beams: int, threads: int, lengths: list[int], batch_size: int
+) -> Translator:
     """The translator that a row (see ROW_GROUPS) times; `model` is the folder it reads."""
     common = ["--num_beams", str(num_beams)]
     if row == "our generate(), fp32":
@@ -108,7 +103,7 @@ def row_translator(row: str, model: str, num_beams: int, threads: int, lengths: 
         c = translating.config
         shape = Shape(c.d_model, c.encoder_layers, c.encoder_attention_heads, c.encoder_ffn_dim, c.vocab_size)
         translating = build_models(shape, dropout=0.0)["Marian"].eval()
-    return same_length_generate(translating, AutoTokenizer.from_pretrained(model), lengths, num_beams)
+    return same_length_generate(translating, AutoTokenizer.from_pretrained(model), lengths, num_beams, batch_size)
 
 
 def measured_rows(
@@ -125,7 +120,9 @@ def measured_rows(
     with freed memory kept (tools.translate.main)."""
     torch.set_num_threads(threads)
     reuse_freed_memory()
-    translators = {row: row_translator(row, folder, num_beams, threads, lengths) for row, folder in folders.items()}
+    translators = {
+        row: row_translator(row, folder, num_beams, threads, lengths, batch_size) for row, folder in folders.items()
+    }
     hypotheses: dict[str, list[str]] = {}
     seconds: dict[str, list[float]] = {row: [] for row in folders}
     for pass_index in range(passes):
@@ -187,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
                     tokenizer = AutoTokenizer.from_pretrained(args.model)
                     ids = tokenizer(translations["our generate(), fp32"])["input_ids"]
                     batched = file_batches(sources, args.batch_size, source_token_count(tokenizer))
-                    lengths = [max(len(ids[number]) for number in numbers) for numbers, _ in batched]
+                    lengths = [max(len(ids[number]) for number in numbers) for numbers in batched]
 
     rows: dict[str, tuple[float | None, float]] = {}
     for row, times in seconds.items():

@@ -23,7 +23,7 @@ output="runs/$(basename "$config" .yaml)"
 if [ -f "$output/results.json" ]; then   # written when a run has finished: reuse it, do not train or evaluate again
     echo "Translating with the finished run in $output (remove the folder to train it again)."
 else
-    python -m training.train --config "$config" --output_dir "$output"
+    vt-train --config "$config" --output_dir "$output"
 fi
-python -m tools.translate --model "$output" "${sentences[@]}"
+vt-translate --model "$output" "${sentences[@]}"
 echo "Explore the model's attention in your browser: .venv/bin/vt-demo $output   (then open http://127.0.0.1:7860)"

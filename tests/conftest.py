@@ -17,7 +17,7 @@ def model() -> VanillaTransformerForConditionalGeneration:
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> tuple[Path, dict]:
     """The smoke config trained once (~5 s) on examples/tiny: (output folder, report)."""
-    from training.train import main as train_main
+    from vanilla_transformer.training.train import main as train_main
 
     output = tmp_path_factory.mktemp("smoke") / "run"
     report = train_main([*SMOKE, "--output_dir", str(output)])

@@ -1,6 +1,6 @@
 """The demo page (tools/demo.py): its functions, then the page itself in a real browser.
 
-The browser test starts `python -m tools.demo FOLDER` (what `vt-demo FOLDER` runs) on 127.0.0.1 with the smoke model
+The browser test starts `vt-demo FOLDER` (what `vt-demo FOLDER` runs) on 127.0.0.1 with the smoke model
 and drives Debian's headless Chromium through chromedriver (`apt-get install chromium chromium-driver`; .ci/run
 installs them). Its screenshot is kept in $VT_TEST_ARTIFACTS (default: test-artifacts/).
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from tools.demo import AVERAGE, build_demo, heatmap, n_best
+from vanilla_transformer.tools.demo import AVERAGE, build_demo, heatmap, n_best
 from vanilla_transformer.visualization import attention_maps
 
 from .helpers import ROOT, SUBPROCESS_DEADLINE_S, translate
@@ -71,12 +71,12 @@ def wait_for(condition, what: str, timeout_s: float = 120.0):
 
 @pytest.fixture
 def page_url(trained, tmp_path):
-    """`python -m tools.demo FOLDER` serving on 127.0.0.1 until the test ends."""
+    """`vt-demo FOLDER` serving on 127.0.0.1 until the test ends."""
     folder = trained[0]
     port = free_port()
     log = (tmp_path / "demo.log").open("w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "tools.demo", str(folder), "--port", str(port), "--device", "cpu"],
+        [sys.executable, "-m", "vanilla_transformer.tools.demo", str(folder), "--port", str(port), "--device", "cpu"],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -3,6 +3,7 @@ save/load (also as remote code), gradient checkpointing, bf16, and clear errors 
 
 import copy
 import json
+import warnings
 
 import pytest
 import torch
@@ -19,7 +20,6 @@ from transformers.loss.loss_utils import LOSS_MAPPING, ForCausalLMLoss
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
 from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
-from vanilla_transformer.transformers_versions import cache_of
 
 from .helpers import PAIRS, random_batch, run_python, tiny_config, tiny_model, word_tokenizer
 
@@ -136,35 +136,6 @@ def test_cross_attention_keys_and_values_are_computed_once_per_sequence():
     assert len(calls) == 2 * len(model.model.decoder.layers)
 
 
-def test_beam_search_leaves_the_cross_attention_cache_in_place_with_the_same_result(monkeypatch):
-    model = tiny_model()
-    input_ids, attention_mask, _ = random_batch()
-    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, min_new_tokens=12)
-    kwargs.update(num_beams=4, output_scores=True, return_dict_in_generate=True)
-    cross_keys = []
-
-    def record_cross_keys(module, args, inputs):
-        cache = inputs.get("past_key_values")
-        if cache is not None and cache.is_updated.get(0):
-            cross_keys.append(cache.cross_attention_cache.layers[0].keys)
-
-    model.model.decoder.register_forward_pre_hook(record_cross_keys, with_kwargs=True)
-    ours = model.generate(**kwargs)
-    assert len(cross_keys) == 11 and all(keys is cross_keys[0] for keys in cross_keys)  # never copied
-
-    # transformers' default: both caches reordered at every step
-    def reorder_both(self, cache, beam_idx):
-        cache.reorder_cache(beam_idx)
-        return cache
-
-    monkeypatch.setattr(VanillaTransformerForConditionalGeneration, "_reorder_cache", reorder_both)
-    cross_keys.clear()
-    default = model.generate(**kwargs)
-    assert len({id(keys) for keys in cross_keys}) == 11  # a new copy at every step
-    assert torch.equal(ours.sequences, default.sequences)
-    assert torch.equal(ours.sequences_scores, default.sequences_scores)
-
-
 def logits_step_by_step(model, input_ids, attention_mask, decoder_input_ids) -> torch.Tensor:
     """The logits of decoder_input_ids computed one position at a time with a cache, as generate() does."""
     encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
@@ -175,10 +146,10 @@ def logits_step_by_step(model, input_ids, attention_mask, decoder_input_ids) -> 
                 encoder_outputs=encoder_outputs,
                 attention_mask=attention_mask,
                 decoder_input_ids=decoder_input_ids[:, t : t + 1],
-                past_key_values=past,
+                cache=past,
                 use_cache=True,
             )
-            past = out.past_key_values
+            past = out.cache
             steps.append(out.logits)
     return torch.cat(steps, dim=1)
 
@@ -207,23 +178,22 @@ def counted_calls(monkeypatch, owner, name: str, counts=lambda *args, **kwargs: 
 
 
 def test_the_cache_argument_is_taken_by_its_name_in_every_transformers_version():
-    # transformers 5.24 renamed forward's `past_key_values` to `cache`, and its generate() passes `cache=`; earlier
-    # versions pass `past_key_values=`. Both reach the model; both at once is an error.
+    # transformers 5.24 renamed forward's `past_key_values` to `cache` (the old name still works there, with a
+    # warning); earlier versions' generate() passes `past_key_values=`. Both reach the model.
     model = tiny_model()
     input_ids, attention_mask, labels = random_batch()
     decoder_input_ids = shift_tokens_right(labels, 0, 2)
     inputs = dict(input_ids=input_ids, attention_mask=attention_mask, use_cache=True)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
         first = model(**inputs, decoder_input_ids=decoder_input_ids[:, :-1])
         second = {
-            name: model(**inputs, decoder_input_ids=decoder_input_ids[:, -1:], **{name: copy.deepcopy(cache_of(first))})
+            name: model(**inputs, decoder_input_ids=decoder_input_ids[:, -1:], **{name: copy.deepcopy(first.cache)})
             for name in ("cache", "past_key_values")
         }
         full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
     for output in second.values():
         torch.testing.assert_close(output.logits[:, -1], full[:, -1], rtol=0, atol=1e-5)
-    with pytest.raises(ValueError, match="Pass the cache once"):
-        model(**inputs, decoder_input_ids=decoder_input_ids, cache=cache_of(first), past_key_values=cache_of(first))
 
 
 def test_training_and_generate_use_no_name_transformers_deprecated(recwarn):
@@ -239,47 +209,6 @@ def test_training_and_generate_use_no_name_transformers_deprecated(recwarn):
     model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=4)
     deprecations = [str(w.message) for w in recwarn if issubclass(w.category, (FutureWarning, DeprecationWarning))]
     assert deprecations == []
-
-
-def test_decoding_builds_the_source_padding_mask_once_and_again_when_the_source_mask_changes(monkeypatch):
-    import vanilla_transformer.modeling_vanilla_transformer as modeling
-
-    model = tiny_model()
-    input_ids, attention_mask, labels = random_batch()
-    built = counted_calls(monkeypatch, modeling, "create_bidirectional_mask")
-    model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=10, min_new_tokens=10)
-    assert len(built) == 2  # the encoder's, and the decoder's at its first step; not one per step
-
-    # The same mask tensor changed in place (one more padding position) must not reuse the mask built before it.
-    decoder_input_ids = shift_tokens_right(labels, 0, 2)
-    logits_step_by_step(model, input_ids, attention_mask, decoder_input_ids)
-    attention_mask[0, -1] = 0
-    steps = logits_step_by_step(model, input_ids, attention_mask, decoder_input_ids)
-    full = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).logits
-    torch.testing.assert_close(steps, full.detach(), rtol=0, atol=1e-5)
-
-
-def test_generate_does_not_rebuild_the_forward_signature_at_every_step(monkeypatch):
-    # transformers reads a remote-code model's forward signature in prepare_inputs_for_generation(), once per step;
-    # built from the function each time, that cost ~30 µs of each ~800 µs step of a Transformer-Tiny.
-    import inspect
-
-    model = tiny_model()
-    input_ids, attention_mask, _ = random_batch()
-    forward = f"{type(model).__name__}.forward"
-
-    def of_our_forward(cls, function, *args, **kwargs) -> bool:
-        return function.__qualname__ == forward
-
-    built = counted_calls(monkeypatch, inspect, "_signature_from_function", of_our_forward)
-    counts = []
-    for new_tokens in (4, 16):
-        built.clear()
-        model.generate(
-            input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens
-        )
-        counts.append(len(built))
-    assert counts[0] == counts[1], f"the forward signature is built again at every step: {counts}"
 
 
 # Labels and loss -------------------------------------------------------------------------------------------------
@@ -350,82 +279,15 @@ def test_the_model_names_no_loss_that_shifts_its_labels():
     assert LOSS_MAPPING.get(tiny_model().loss_type) is not ForCausalLMLoss
 
 
-def test_label_smoothing_in_the_loss_is_the_papers():
-    model = tiny_model()
-    input_ids, attention_mask, labels = random_batch()
-    labels[0, -2:] = -100
-    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1)
-    keep = labels != -100
-    log_probs = out.logits[keep].log_softmax(-1)
-    nll = -log_probs.gather(-1, labels[keep].unsqueeze(-1)).mean()
-    torch.testing.assert_close(out.loss, 0.9 * nll + 0.1 * -log_probs.mean())
-
-
-def test_training_skips_the_logits_of_unlabelled_positions_with_the_same_loss_and_gradients():
-    model = tiny_model(dropout=0.0).train()
-    input_ids, attention_mask, labels = random_batch()
-    labels[0, -3:] = -100
-    batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1)
-
-    def loss_and_gradients(**options):
-        model.zero_grad()
-        out = model(**batch, **options)
-        out.loss.backward()
-        return out, {name: p.grad.clone() for name, p in model.named_parameters()}
-
-    skipped, skipped_grads = loss_and_gradients(skip_logits=True)
-    full, full_grads = loss_and_gradients()  # the default: logits, as every transformers model returns them
-    assert skipped.logits is None and full.logits.shape == (*labels.shape, model.config.vocab_size)
-    torch.testing.assert_close(skipped.loss, full.loss, rtol=0, atol=1e-5)
-    for name, grad in full_grads.items():
-        torch.testing.assert_close(skipped_grads[name], grad, rtol=0, atol=1e-5, msg=name)
-    with pytest.raises(ValueError, match="needs labels"):
-        model(input_ids=input_ids, decoder_input_ids=labels.clamp(min=0), skip_logits=True)
-
-
-def test_training_on_a_cpu_leaves_unread_positions_out_of_the_ffn_with_the_same_loss_and_gradients():
-    """Source padding and the target positions after the last label reach no loss term: in training on a CPU the
-    FFN (§3.3, position-wise) computes the other rows only. A -100 label inside a target keeps its position: later
-    positions read it. Loss and gradients are those of the full computation (eval mode, dropout 0)."""
-    model = tiny_model(dropout=0.0)
-    input_ids, attention_mask, labels = random_batch()  # the last source row has two padding positions
-    labels[0, -3:] = -100  # unread: after the last label
-    labels[1, 1] = -100  # read by positions 2.. of its row
-    batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1)
-    rows_into_ffn = []
-    for layer in (*model.model.encoder.layers, *model.model.decoder.layers):
-        layer.ffn.fc1.register_forward_hook(lambda module, args, out: rows_into_ffn.append(args[0].shape[:-1].numel()))
-
-    def loss_and_gradients(train: bool):
-        model.train(train).zero_grad()
-        rows_into_ffn.clear()
-        loss = model(**batch).loss
-        loss.backward()
-        return loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}, list(rows_into_ffn)
-
-    loss, gradients, rows = loss_and_gradients(train=True)
-    full_loss, full_gradients, full_rows = loss_and_gradients(train=False)
-    source_rows, target_rows = int(attention_mask.sum()), labels.numel() - 3
-    assert rows == [source_rows] * 2 + [target_rows] * 2
-    assert full_rows == [input_ids.numel()] * 2 + [labels.numel()] * 2
-    torch.testing.assert_close(loss, full_loss, rtol=0, atol=1e-6)
-    for name, grad in full_gradients.items():
-        torch.testing.assert_close(gradients[name], grad, rtol=0, atol=1e-6, msg=name)
-
-
 def test_a_training_step_traces_as_one_graph_and_gives_the_eager_loss_and_gradients():
-    """Nothing in forward + label-smoothed loss makes the host wait for the device: dynamo traces it as one graph
-    (fullgraph=True raises at any break) for padded batches of two lengths. Traced, the model projects every position
-    and lets the loss ignore the -100 labels (what runs on a GPU); eager on a CPU it projects the labelled rows only.
-    Both give the same loss and gradients."""
+    """Nothing in forward + loss makes the host wait for the device: dynamo traces it as one graph (fullgraph=True
+    raises at any break) for padded batches of two lengths, with the eager loss and gradients."""
     model = tiny_model(dropout=0.0).train()
     compiled = torch.compile(model, backend="eager", fullgraph=True)
     for source_length, target_length in ((7, 6), (11, 9)):
         input_ids, attention_mask, labels = random_batch(source_length=source_length, target_length=target_length)
         labels[0, -3:] = -100
-        batch = dict(
-            input_ids=input_ids, attention_mask=attention_mask, labels=labels, label_smoothing=0.1, skip_logits=True
-        )
+        batch = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
         losses, gradients = [], []
         for run in (model, compiled):
             model.zero_grad()
@@ -439,14 +301,14 @@ def test_a_training_step_traces_as_one_graph_and_gives_the_eager_loss_and_gradie
 
 
 def test_token_ids_are_read_where_that_is_free_and_generate_reads_its_input():
-    from vanilla_transformer.modeling_vanilla_transformer import check_token_ids
+    from vanilla_transformer.input_checks import check_token_ids
 
     on_an_accelerator = torch.full((2, 3), 500, device="meta")  # stands for a GPU tensor: its values are not read
-    check_token_ids(on_an_accelerator, 99)
+    check_token_ids(on_an_accelerator, 99, "input_ids")
     with pytest.raises(ValueError, match=r"Token id 500 in input_ids is outside the vocabulary"):
-        check_token_ids(torch.full((2, 3), 500), 99)  # on the CPU the values are at hand
+        check_token_ids(torch.full((2, 3), 500), 99, "input_ids")  # on the CPU the values are at hand
     with pytest.raises(ValueError, match=r"expected \(batch, length\)"):
-        check_token_ids(on_an_accelerator[0], 99)  # shapes and types are checked everywhere
+        check_token_ids(on_an_accelerator[0], 99, "input_ids")  # shapes and types are checked everywhere
     with pytest.raises(ValueError, match=r"Token id 500"):
         tiny_model().generate(torch.full((1, 3), 500), max_new_tokens=2)
 
@@ -498,13 +360,22 @@ def test_save_pretrained_round_trip_keeps_logits_and_ties(tmp_path):
     torch.testing.assert_close(logits_of(loaded, *batch), logits_of(model, *batch), rtol=0, atol=0)
 
 
-def test_untied_weights_are_all_saved_and_reloaded(tmp_path):
-    model = tiny_model(share_encoder_decoder_embeddings=False, tie_word_embeddings=False)
+@pytest.mark.parametrize("share", [True, False])
+@pytest.mark.parametrize("tie", [True, False])
+def test_every_combination_of_sharing_and_tying_is_saved_and_reloaded_with_the_same_outputs(tmp_path, share, tie):
+    """share_encoder_decoder_embeddings (one matrix for both embeddings) and tie_word_embeddings (the pre-softmax
+    projection reuses the target embedding) are independent: each of the four combinations reloads as saved."""
+    model = tiny_model(share_encoder_decoder_embeddings=share, tie_word_embeddings=tie)
+    with torch.no_grad():  # weights that differ from the initialisation a bad reload would give
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
     model.save_pretrained(tmp_path)
     loaded = VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path).eval()
-    assert loaded.lm_head.weight is not loaded.model.decoder.embeddings.embed_tokens.weight
+    encoder, decoder = (loaded.model.encoder.embeddings.embed_tokens, loaded.model.decoder.embeddings.embed_tokens)
+    assert (decoder.weight is encoder.weight) == share
+    assert (loaded.lm_head.weight is decoder.weight) == tie
     batch = random_batch()
-    torch.testing.assert_close(logits_of(loaded, *batch), logits_of(model, *batch), rtol=0, atol=0)
+    torch.testing.assert_close(logits_of(loaded, *batch), logits_of(model.eval(), *batch), rtol=0, atol=0)
 
 
 def test_auto_model_gives_the_base_model():
@@ -589,7 +460,7 @@ def test_attention_mask_of_the_wrong_shape_is_a_value_error_naming_both_shapes()
         ({"decoder_input_ids": "labels[:2]", "labels": "None"}, r"batch size .*decoder_input_ids \(2, 6\)"),
         ({"decoder_input_ids": "labels[:, :3]"}, r"labels \(3, 6\) and decoder_input_ids \(3, 3\) must have the same"),
         ({"input_ids": "input_ids[0]", "labels": "labels[0]"}, r"labels has shape \(6,\): expected \(batch, length"),
-        ({"input_ids": "input_ids[0]", "labels": "None", "decoder_input_ids": "labels"}, r"input_ids \(7,\), decoder"),
+        ({"input_ids": "input_ids[0]", "labels": "None", "decoder_input_ids": "labels"}, r"input_ids has shape \(7,\)"),
         ({"input_ids": "input_ids[:, :0]"}, r"input_ids has shape \(3, 0\): expected \(batch, length\), both at"),
         ({"input_ids": "input_ids.float()"}, r"input_ids holds torch.float32 values: token ids are integers"),
     ],
@@ -646,7 +517,7 @@ def test_a_decoding_step_with_a_static_cache_traces_as_one_graph():
     )
 
     def step(token: torch.Tensor) -> torch.Tensor:
-        inputs = {"encoder_outputs": encoder_outputs, "attention_mask": attention_mask, "past_key_values": cache}
+        inputs = {"encoder_outputs": encoder_outputs, "attention_mask": attention_mask, "cache": cache}
         return model(decoder_input_ids=token, use_cache=True, **inputs).logits
 
     eager = [step(torch.full((3, 1), 2)), step(torch.full((3, 1), 5))]  # the first step fills the encoder's K/V

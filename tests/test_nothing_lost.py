@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-import training.average_checkpoints
 import vanilla_transformer.export
-from training.arguments import ModelArguments, VocabularyArguments, parse_arguments
-from training.average_checkpoints import main as average_main
-from training.data import CorpusError, load_parallel_corpus
-from training.train import OutputFolderError, check_output_folder, load_or_train_tokenizer
-from training.train import main as train_main
-from vanilla_transformer.export import main as export_main
+import vanilla_transformer.training.average_checkpoints
+from vanilla_transformer.tools.export import main as export_main
+from vanilla_transformer.training.arguments import ModelArguments, VocabularyArguments, parse_arguments
+from vanilla_transformer.training.average_checkpoints import main as average_main
+from vanilla_transformer.training.data import CorpusError, load_parallel_corpus
+from vanilla_transformer.training.train import OutputFolderError, check_output_folder, load_or_train_tokenizer
+from vanilla_transformer.training.train import main as train_main
 
 from .helpers import ROOT, SMOKE, SUBPROCESS_DEADLINE_S
 
@@ -52,7 +52,7 @@ def test_averaging_replaces_an_earlier_averaged_model_and_a_failure_keeps_it(run
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(training.average_checkpoints, "save_file", full_disk)
+    monkeypatch.setattr(vanilla_transformer.training.average_checkpoints, "save_file", full_disk)
     with pytest.raises(OSError, match="No space left"):
         average_main(["--run_dir", str(run_copy), "--last", "2", "--output_dir", str(averaged)])
     assert load_file(averaged / "model.safetensors").keys() == three.keys()
@@ -71,7 +71,7 @@ def run(command: list[str], **environment: str) -> subprocess.CompletedProcess:
 DIE_WHILE_SAVING = """
 import os, signal, sys
 from transformers import Trainer
-from training.train import cli
+from vanilla_transformer.training.train import cli
 
 save_optimizer = Trainer._save_optimizer_and_scheduler
 
@@ -149,7 +149,7 @@ def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_
     assert (output / "checkpoint-30" / "model.safetensors").exists()
     assert not (output / "checkpoint-30" / "trainer_state.json").exists()
 
-    resumed = run([sys.executable, "-m", "training.train", *arguments])
+    resumed = run([sys.executable, "-m", "vanilla_transformer.training.train", *arguments])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "checkpoint-30 is incomplete (no trainer_state.json)" in resumed.stderr
     assert f"Resuming from {output / 'checkpoint-20'}" in resumed.stderr
@@ -160,7 +160,7 @@ def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_
     assert results["summary"]["steps"] == 40 and "averaged (last 2)" in results["results"]
 
     # Once more: nothing is left to train, and the summary still counts the time and tokens of the whole run.
-    again = run([sys.executable, "-m", "training.train", *arguments])
+    again = run([sys.executable, "-m", "vanilla_transformer.training.train", *arguments])
     assert again.returncode == 0, again.stderr[-3000:]
     summary = json.loads((output / "results.json").read_text())["summary"]
     trained_s = max(entry["elapsed_s"] for entry in state["log_history"])
@@ -171,7 +171,7 @@ def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_
 def test_a_finished_run_started_again_trains_no_step_past_max_steps_and_ships_the_same_model(tmp_path):
     # 32 steps end mid-epoch (the smoke corpus makes 5 batches an epoch); transformers' loop trained a 33rd step on
     # resuming from checkpoint-32, and the averaged model took it in.
-    from training.train import main as train_main
+    from vanilla_transformer.training.train import main as train_main
 
     arguments = [*SMOKE, "--output_dir", str(tmp_path / "run"), "--max_steps", "32", "--save_steps", "16"]
     first = train_main([*arguments, "--max_eval_samples", "4"])
@@ -188,7 +188,16 @@ def test_a_finished_run_started_again_trains_no_step_past_max_steps_and_ships_th
 
 def test_a_vocabulary_left_in_the_output_folder_is_reused_only_for_the_same_settings_and_data(run_copy, tmp_path):
     changed = run(
-        [sys.executable, "-m", "training.train", *SMOKE, "--output_dir", str(run_copy), "--vocab_size", "100"]
+        [
+            sys.executable,
+            "-m",
+            "vanilla_transformer.training.train",
+            *SMOKE,
+            "--output_dir",
+            str(run_copy),
+            "--vocab_size",
+            "100",
+        ]
     )
     assert changed.returncode == 1
     assert "tokenizer.json was trained with" in changed.stderr and "'vocab_size': 120" in changed.stderr

@@ -18,16 +18,16 @@ import huggingface_hub.constants
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from tools.translate import main as translate_main
-from tools.translate import positive_int
-from tools.tune_decoding import main as tune_main
-from tools.visualize import main as visualize_main
-from training.arguments import parse_arguments
-from training.average_checkpoints import main as average_main
-from training.data import DataArguments, load_parallel_corpus, tokenize_corpus
-from training.train import cli as train_cli
 from vanilla_transformer import TranslationPipeline, VanillaTransformerConfig
-from vanilla_transformer.export import main as export_main
+from vanilla_transformer.tools.export import main as export_main
+from vanilla_transformer.tools.translate import main as translate_main
+from vanilla_transformer.tools.translate import positive_int
+from vanilla_transformer.tools.tune_decoding import main as tune_main
+from vanilla_transformer.tools.visualize import main as visualize_main
+from vanilla_transformer.training.arguments import parse_arguments
+from vanilla_transformer.training.average_checkpoints import main as average_main
+from vanilla_transformer.training.data import DataArguments, load_parallel_corpus, tokenize_corpus
+from vanilla_transformer.training.train import cli as train_cli
 
 from .helpers import PAIRS, ROOT, SMOKE, random_batch, tiny_model, word_tokenizer
 
@@ -308,7 +308,7 @@ CASES = [
     ("vt-average-checkpoints", "`--output_dir RUN` (the run itself)", average_into(".")),
     ("vt-average-checkpoints", "`--output_dir RUN/checkpoint-80`", average_into("checkpoint-80")),
     ("vt-average-checkpoints", "`--last 0`", average_none),
-    ("tools.tune_decoding", "`--length_penalty nan`", tune_nan_length_penalty),
+    ("vt-tune-decoding", "`--length_penalty nan`", tune_nan_length_penalty),
     ("vt-translate", "`--output` is the `--input` file", translate_same_file),
     ("vt-translate", "`--model` names no folder", translate_no_folder),
     ("vt-translate", "a folder without `tokenizer.json`", translate_no_tokenizer),

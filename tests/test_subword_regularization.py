@@ -6,11 +6,11 @@ import re
 import pytest
 from transformers import AutoTokenizer
 
-from training.arguments import parse_arguments
-from training.batching import TokenBudgetBatchSampler
-from training.subword_regularization import BpeDropoutPairs, tokenizer_with_bpe_dropout
-from training.tokenizer import VocabularySettings, train_tokenizer
-from training.train import main as train_main
+from vanilla_transformer.training.arguments import parse_arguments
+from vanilla_transformer.training.batching import TokenBudgetBatchSampler
+from vanilla_transformer.training.subword_regularization import BpeDropoutPairs, tokenizer_with_bpe_dropout
+from vanilla_transformer.training.tokenizer import VocabularySettings, train_tokenizer
+from vanilla_transformer.training.train import main as train_main
 
 from .helpers import SMOKE
 

@@ -9,13 +9,13 @@ import ctranslate2
 import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from tools.translate import main as translate_main
-from tools.tune_decoding import main as tune_main
-from tools.tune_decoding import run_data_arguments, run_translator
-from training.tokenizer import record_text_preprocessing
 from vanilla_transformer import TranslationPipeline
-from vanilla_transformer.export import export_ctranslate2
 from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
+from vanilla_transformer.tools.export import export_ctranslate2
+from vanilla_transformer.tools.translate import main as translate_main
+from vanilla_transformer.tools.tune_decoding import main as tune_main
+from vanilla_transformer.tools.tune_decoding import run_data_arguments, run_translator
+from vanilla_transformer.training.tokenizer import record_text_preprocessing
 from vanilla_transformer.visualization import attention_maps
 
 from .helpers import SMOKE, word_tokenizer
@@ -26,7 +26,7 @@ NATURAL, PREPARED = "A Cat runs near the house.", "a cat runs near the house ."
 @pytest.fixture(scope="module")
 def lowercase_run(tmp_path_factory):
     """The smoke config trained (~5 s) on examples/tiny lowercased and tokenized: (output folder, report)."""
-    from training.train import main as train_main
+    from vanilla_transformer.training.train import main as train_main
 
     output = tmp_path_factory.mktemp("lowercase") / "run"
     report = train_main([*SMOKE, "--preprocess", "lowercase_tokenized", "--output_dir", str(output)])

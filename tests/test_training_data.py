@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from training.data import CorpusError, DataArguments, load_parallel_corpus, tokenize_corpus
+from vanilla_transformer.training.data import CorpusError, DataArguments, load_parallel_corpus, tokenize_corpus
 
 from .helpers import PAIRS, word_tokenizer
 
@@ -114,7 +114,7 @@ def test_empty_and_over_long_training_pairs_are_dropped_with_a_count(tmp_path, c
     write_pairs(tmp_path, "train", [*PAIRS, ("", "leer"), long_pair])
     write_pairs(tmp_path, "val", [long_pair])
     args = DataArguments(data_dir=str(tmp_path), test_prefixes=["val"], max_source_length=20)
-    with caplog.at_level(logging.INFO, logger="training.data"):
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.training.data"):
         corpus = load_parallel_corpus(args, seed=0)
         tokenized = tokenize_corpus(corpus, word_tokenizer([s for p in PAIRS for s in p] + ["dog hund"]), args)
     assert "Dropped 1 empty pairs from train" in caplog.text

@@ -6,9 +6,8 @@ import pytest
 import sacrebleu
 import torch
 
-from training.batching import TokenBudgetBatchSampler
-from training.metrics import translation_scores
-from training.schedule import inverse_sqrt_schedule, paper_learning_rate, peak_learning_rate
+from vanilla_transformer.training.batching import TokenBudgetBatchSampler
+from vanilla_transformer.training.metrics import translation_scores
 
 
 # Batching ---------------------------------------------------------------------------------------------------------
@@ -70,23 +69,35 @@ def test_bad_sampler_arguments_are_value_errors():
 
 
 # Schedule (§5.3) --------------------------------------------------------------------------------------------------
-def test_learning_rate_follows_the_papers_formula_at_every_step():
+def test_learning_rate_follows_the_papers_formula_at_every_step(tmp_path):
+    """§5.3 through the Trainer's own "inverse_sqrt" schedule: after s steps the rate is
+    d_model^-0.5 · min(s^-0.5, s · warmup^-1.5), its peak d_model^-0.5 · warmup^-0.5 (~7e-4 for the base model)."""
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+    from vanilla_transformer.training.recipe import TranslationTrainer
+
+    from .helpers import tiny_model
+
     d_model, warmup = 512, 4000
-    parameter = torch.nn.Parameter(torch.zeros(1))
-    optimizer = torch.optim.Adam([parameter], lr=peak_learning_rate(d_model, warmup))
-    schedule = inverse_sqrt_schedule(optimizer, warmup)
+    args = TranslationTrainingArguments(str(tmp_path), warmup_steps=warmup, report_to=[], use_cpu=True)
+    assert args.lr_scheduler_type == "inverse_sqrt"
+    args.learning_rate = args.paper_learning_rate(d_model)
+    assert args.learning_rate == pytest.approx(7.0e-4, rel=0.02)
+    trainer = TranslationTrainer(model=tiny_model(), args=args)
+    trainer.create_optimizer_and_scheduler(num_training_steps=12000)
     for step in range(1, 12001):
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
         expected = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-        assert optimizer.param_groups[0]["lr"] == pytest.approx(expected, rel=1e-12), step
-        optimizer.step()
-        schedule.step()
-    assert peak_learning_rate(d_model, warmup) == pytest.approx(7.0e-4, rel=0.02)  # the paper's peak, ~7e-4
+        assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(expected, rel=1e-9), step
 
 
-def test_scale_multiplies_the_rate():
-    assert paper_learning_rate(100, 256, 50, scale=2.0) == pytest.approx(2 * 256**-0.5 * 100**-0.5)
-    with pytest.raises(ValueError, match="warmup_steps must be at least 1, got 0"):
-        inverse_sqrt_schedule(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), 0)
+def test_scale_multiplies_the_rate_and_warmup_is_at_least_one_step(tmp_path):
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+
+    args = TranslationTrainingArguments(str(tmp_path), warmup_steps=100, lr_scale=2.0, report_to=[], use_cpu=True)
+    assert args.paper_learning_rate(256) == pytest.approx(2 * 256**-0.5 * 100**-0.5)
+    with pytest.raises(ValueError, match="--warmup_steps 0: must be at least 1"):
+        TranslationTrainingArguments(str(tmp_path), warmup_steps=0, report_to=[], use_cpu=True)
 
 
 # Metrics ----------------------------------------------------------------------------------------------------------
@@ -111,12 +122,29 @@ def test_chinese_targets_use_the_zh_tokenizer_and_mismatched_lengths_fail():
 
 
 # Label smoothing (§5.4) -------------------------------------------------------------------------------------------
+def test_label_smoothing_is_the_papers():
+    from vanilla_transformer.training.loss import LabelSmoothedCrossEntropy
+
+    from .helpers import random_batch, tiny_model
+
+    model = tiny_model()
+    input_ids, attention_mask, labels = random_batch()
+    labels[0, -2:] = -100
+    outputs = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    keep = labels != -100
+    log_probs = outputs.logits[keep].log_softmax(-1)
+    nll = -log_probs.gather(-1, labels[keep].unsqueeze(-1)).mean()
+    torch.testing.assert_close(outputs.loss, nll)  # the model's own loss: the plain cross-entropy
+    smoothed = LabelSmoothedCrossEntropy(0.1)(outputs, labels)
+    torch.testing.assert_close(smoothed, 0.9 * nll + 0.1 * -log_probs.mean())
+
+
 def test_translation_trainer_loss_is_the_trainers_label_smoothed_loss(tmp_path):
     from transformers import DataCollatorForSeq2Seq
     from transformers.trainer_pt_utils import LabelSmoother
 
-    from training.arguments import TranslationTrainingArguments
-    from training.recipe import TranslationTrainer
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+    from vanilla_transformer.training.recipe import TranslationTrainer
 
     from .helpers import PAIRS, tiny_model, word_tokenizer
 
@@ -132,21 +160,16 @@ def test_translation_trainer_loss_is_the_trainers_label_smoothed_loss(tmp_path):
     expected = LabelSmoother(epsilon=0.1)({"logits": logits}, batch["labels"])
     model.train()
     torch.testing.assert_close(trainer.compute_loss(model, dict(batch)), expected, rtol=1e-5, atol=1e-6)
-    # A training step asks the model for the loss only; an evaluation step (outputs returned) keeps the logits.
+    # An evaluation step (outputs returned) has the logits too.
     loss, outputs = trainer.compute_loss(model, dict(batch), return_outputs=True)
     assert outputs.logits.shape == (*batch["labels"].shape, model.config.vocab_size)
-    seen = []
-    hook = model.register_forward_pre_hook(lambda m, a, k: seen.append(k.get("skip_logits")), with_kwargs=True)
-    trainer.compute_loss(model, dict(batch))
-    hook.remove()
-    assert seen == [True]
     count = int((batch["labels"] != -100).sum())
     halved = trainer.compute_loss(model, dict(batch), num_items_in_batch=2 * count)
     torch.testing.assert_close(halved, expected / 2, rtol=1e-5, atol=1e-6)
 
 
 def test_training_pairs_with_ids_outside_the_model_are_named_before_training():
-    from training.recipe import check_token_ids_fit
+    from vanilla_transformer.training.recipe import check_token_ids_fit
 
     with pytest.raises(ValueError, match=r"Training pair 1: token id 120 in labels is outside .* \[0, 99\]"):
         check_token_ids_fit([[5, 6], [7]], [[8], [120, 3]], vocab_size=100)
@@ -160,14 +183,13 @@ def test_evaluation_decodes_shortest_sources_first_and_scores_each_translation_a
     from datasets import Dataset, DatasetDict
     from transformers import AutoTokenizer
 
-    from training.data import by_source_length
-    from training.train import evaluate_translations
+    from vanilla_transformer.training.train import evaluate_translations, source_order
 
     tokenizer = AutoTokenizer.from_pretrained(smoke_run[0])
     targets = ["der hund läuft", "ein mann", "die frau sitzt auf der bank", "zwei"]
     corpus = DatasetDict(test=Dataset.from_dict({"source": ["a b c", "a b c d e", "a", "a b"], "target": targets}))
     tokenized = DatasetDict(test=corpus["test"].map(lambda row: tokenizer(row["source"], text_target=row["target"])))
-    assert by_source_length(tokenized["test"]) == [2, 3, 0, 1]
+    assert source_order(tokenized["test"]) == [2, 3, 0, 1]
 
     class Translator:  # "translates" each source into its own reference, and records the order it was given
         processing_class = tokenizer

@@ -4,14 +4,14 @@ import pytest
 import sentencepiece as spm
 from transformers import AutoTokenizer
 
-from training.tokenizer import (
+from vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.training.tokenizer import (
     SPECIAL_IDS,
     VocabularySettings,
     sentencepiece_to_transformers,
     special_token_ids,
     train_sentencepiece,
 )
-from vanilla_transformer import VanillaTransformerConfig
 
 from .helpers import PROJECT_PACKAGES, run_python
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tools.tune_decoding import main
+from vanilla_transformer.tools.tune_decoding import main
 
 
 def test_each_choice_is_scored_on_validation_as_the_run_scored_its_models(smoke_run, capsys):

@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from tools.visualize import main as visualize_main
+from vanilla_transformer.tools.visualize import main as visualize_main
 from vanilla_transformer.visualization import (
     attention_by_hand,
     attention_maps,

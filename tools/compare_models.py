@@ -1,6 +1,6 @@
 """Is one model better than another on a run's validation set, or is the difference noise?
 
-python -m tools.compare_models --run runs/multi30k_en_de runs/multi30k_en_de/averaged runs/other_run/averaged
+vt-compare-models --run runs/multi30k_en_de runs/multi30k_en_de/averaged runs/other_run/averaged
 
 Each model folder translates the validation set of `--run` with its own decoding settings (its
 generation_config.json), and sacreBLEU's paired bootstrap resampling (Koehn, 2004: 1,000 resamples of the
@@ -16,8 +16,7 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
-from training.data import CorpusError
-from training.metrics import bleu_tokenizer
+from vanilla_transformer.training import CorpusError, bleu_tokenizer
 
 from .translate import ModelFolderError, positive_int
 from .tune_decoding import run_data_arguments, run_translator, translations, validation_pairs
@@ -56,7 +55,9 @@ def markdown_table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.compare_models", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="vt-compare-models",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("models", nargs="+", help="Model folders; the first is the one the others are compared with.")
     parser.add_argument("--run", type=Path, required=True, help="The training run whose validation set is used.")

@@ -1,7 +1,7 @@
 """Training loss and validation BLEU against wall-clock time, from the Trainer's log of one or more runs.
 
-    python -m tools.curves runs/multi30k_en_de --output docs/images/multi30k_curves.png
-    python -m tools.curves runs/tatoeba_en_zh runs/tatoeba_zh_en --output docs/images/tatoeba_curves.png
+    vt-curves runs/multi30k_en_de --output docs/images/multi30k_curves.png
+    vt-curves runs/tatoeba_en_zh runs/tatoeba_zh_en --output docs/images/tatoeba_curves.png
 
 The log is the `log_history` in the newest checkpoint's trainer_state.json; `TranslationTrainer.log` stamps every
 entry with `elapsed_s`, the seconds since training began.

@@ -14,7 +14,6 @@ import io
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from tools.translate import DeviceError, ModelFolderError, load_model_folder, resolve_device
 from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
 from vanilla_transformer.visualization import (
     ATTENTION_KINDS,
@@ -25,6 +24,8 @@ from vanilla_transformer.visualization import (
     plot_positional_encoding,
     pyplot,
 )
+
+from .translate import DeviceError, ModelFolderError, load_model_folder, resolve_device
 
 try:
     import gradio as gr

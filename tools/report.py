@@ -1,13 +1,13 @@
 """The results tables of finished runs as markdown, read from their results.json (what README and model_card.md show).
 
-python -m tools.report runs/multi30k_en_de runs/tatoeba_en_zh runs/tatoeba_zh_en
+vt-report runs/multi30k_en_de runs/tatoeba_en_zh runs/tatoeba_zh_en
 """
 
 import argparse
 import json
 from pathlib import Path
 
-from training.model_card import score_cells
+from vanilla_transformer.training import score_cells
 
 from .curves import read_log_history
 
@@ -45,7 +45,9 @@ def run_table(run_dir: str | Path) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="vt-report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_dirs", nargs="+", help="Output folders of finished training.train runs.")
     args = parser.parse_args(argv)

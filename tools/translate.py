@@ -1,9 +1,9 @@
 """Translate with a trained model folder.
 
-python -m tools.translate --model runs/multi30k_en_de "A dog runs on the grass." "Two men play football."
-python -m tools.translate --model runs/multi30k_en_de < source.txt > translations.txt
-python -m tools.translate --model runs/multi30k_en_de --input source.txt --output translations.txt
-python -m tools.translate --engine ctranslate2 --model runs/multi30k_en_de-ct2 < source.txt   # vt-export first
+vt-translate --model runs/multi30k_en_de "A dog runs on the grass." "Two men play football."
+vt-translate --model runs/multi30k_en_de < source.txt > translations.txt
+vt-translate --model runs/multi30k_en_de --input source.txt --output translations.txt
+vt-translate --engine ctranslate2 --model runs/multi30k_en_de-ct2 < source.txt   # vt-export first
 
 Lines are read and translated in batches as they come (memory stays bounded, output order is input order); an
 empty line gives an empty line, and a line ends at "\n" only (a lone "\r" inside a sentence stays in it). Batches
@@ -17,11 +17,9 @@ import argparse
 import math
 import os
 import sys
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
 from safetensors import SafetensorError
@@ -34,10 +32,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from training.allocator import reuse_freed_memory
-from training.text_files import CorpusError, decode_lines, read_lines
 from vanilla_transformer import TranslationPipeline  # importing registers the model type: no remote code
-from vanilla_transformer.pipeline_vanilla_transformer import source_token_count, text_preparation
+from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
+from vanilla_transformer.training import CorpusError, decode_lines, read_lines, reuse_freed_memory
 
 
 class ModelFolderError(ValueError):
@@ -48,120 +45,46 @@ class DeviceError(ValueError):
     """The --device argument names no device that this machine (or the engine) has."""
 
 
-# Batches of 32 from 512 lines: 500 Multi30K sentences 1.2-1.4x faster with generate() than in input order.
+# Lines read at a time, in batches of --batch_size: each engine translates them shortest first and answers in their
+# order (Multi30K, beam 4: 1.2-1.4x faster with generate() than in input order).
 SORT_BATCHES = 16
-Batch = tuple[list[int], list[str]]  # the sentences' line numbers in the input (from 0), and the sentences
+Translator = Callable[[list[str]], list[str]]  # lines -> their translations, in order; a blank line gives ""
 
 
-def length_sorted_batches(
-    lines: Iterable[str], batch_size: int, window: int, length: Callable[[str], int]
-) -> Iterator[Batch]:
-    """Batches of sentences of similar `length`: `window` lines at a time, sorted by length and cut into batches
-    (a window of one batch keeps input order). A batch decodes until its longest translation ends, so grouping
-    similar lengths leaves fewer rows waiting. When reading fails, the lines read before it are still batched."""
-    window_lines: list[tuple[int, str]] = []
-
-    def cut() -> Iterator[Batch]:
-        ordered = sorted(window_lines, key=lambda line: length(line[1])) if window > batch_size else window_lines
-        for start in range(0, len(ordered), batch_size):
-            batch = ordered[start : start + batch_size]
-            yield [number for number, _ in batch], [sentence for _, sentence in batch]
-        window_lines.clear()
-
+def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    """`size` lines at a time. When reading fails, the lines read before it come first, then the error."""
+    chunk: list[str] = []
     try:
-        for numbered_line in enumerate(lines):
-            window_lines.append(numbered_line)
-            if len(window_lines) == window:
-                yield from cut()
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
     except Exception:
-        yield from cut()
+        if chunk:
+            yield chunk
         raise
-    yield from cut()
+    if chunk:
+        yield chunk
 
 
-def in_input_order(translated: Iterable[Batch]) -> Iterator[list[str]]:
-    """The translations, in input order: after each batch, the run of lines that can now be written."""
-    waiting: dict[int, str] = {}
-    written = 0
-    for numbers, translations in translated:
-        waiting.update(zip(numbers, translations, strict=True))
-        ready = []
-        while written in waiting:
-            ready.append(waiting.pop(written))
-            written += 1
-        yield ready
-
-
-Translations = Callable[[], list[str]]  # waits for a batch's translations and returns them, in order
-# Non-blank sentences -> their Translations. The generate() engine has translated them when it returns; CTranslate2
-# translates in the background, so that its workers can take the next batches meanwhile.
-Translator = Callable[[list[str]], Translations]
-
-
-class Engine(NamedTuple):
-    translate: Translator
-    batches_at_once: int  # how many batches it works on at the same time
-    source_length: Callable[[str], int]  # the tokens the model reads for a sentence
-
-
-def submit_batch(translate: Translator, sentences: list[str]) -> Translations:
-    """The translations of `sentences`, in order; blank sentences give "" without running the model."""
-    texts = [s for s in sentences if s.strip()]
-    pending = translate(texts) if texts else list
-
-    def translations() -> list[str]:
-        done = iter(pending())
-        return [next(done).strip() if s.strip() else "" for s in sentences]
-
-    return translations
-
-
-def translated_batches(translate: Translator, batches: Iterable[Batch], ahead: int) -> Iterator[Batch]:
-    """Each batch's line numbers and translations, batch by batch, with up to `ahead` later batches submitted before
-    each is waited for. When a batch cannot be read or submitted, the ones before it are still given, then the
-    error raised."""
-    pending: deque[tuple[list[int], Translations]] = deque()
-
-    def finished() -> Batch:
-        numbers, translations = pending.popleft()
-        return numbers, translations()
-
-    try:
-        for numbers, sentences in batches:
-            pending.append((numbers, submit_batch(translate, sentences)))
-            if len(pending) > ahead:
-                yield finished()
-    except Exception:
-        while pending:
-            yield finished()
-        raise
-    while pending:
-        yield finished()
-
-
-def generate_translator(args: argparse.Namespace) -> Engine:
+def generate_translator(args: argparse.Namespace) -> Translator:
     """The model folder through the package's translation pipeline (its generate(): beam size, length penalty and
-    output limit from the folder's generation config unless given here), one batch at a time."""
+    output limit from the folder's generation config unless given here), which orders each list by length."""
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tokenizer = load_model_folder(args.model, resolve_device(args.device))
-    translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device)
+    translator = TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device, batch_size=args.batch_size)
     options = {
         "num_beams": args.num_beams,
         "max_new_tokens": args.max_new_tokens,
         "length_penalty": args.length_penalty,
     }
     generate_kwargs = {name: value for name, value in options.items() if value is not None}
-
-    def translate(texts: list[str]) -> Translations:
-        results = translator(texts, batch_size=len(texts), **generate_kwargs)
-        translations = [result["translation_text"] for result in results]
-        return lambda: translations
-
-    return Engine(translate, batches_at_once=1, source_length=source_token_count(tokenizer))
+    return lambda lines: [result["translation_text"] for result in translator(lines, **generate_kwargs)]
 
 
-def ctranslate2_translator(args: argparse.Namespace) -> Engine:
+def ctranslate2_translator(args: argparse.Namespace) -> Translator:
     """A folder written by `vt-export ctranslate2`: the same tokenizer and decoding settings as generate(), run by
     CTranslate2 (which takes and returns tokens; the limit is the batch's longest source + max_length_beyond_source,
     as generate() counts it). On a CPU, --threads workers of one thread each translate a batch each."""
@@ -181,10 +104,9 @@ def ctranslate2_translator(args: argparse.Namespace) -> Engine:
         # Batches side by side, one thread each: on 2 cores of an Intel Xeon, 500 Multi30K sentences in batches of
         # 32 took 5.6 s with two threads sharing each batch (they kept each other waiting: float32 with MKL, int8 with
         # MKL or oneDNN) and 0.8 s this way (benchmarks/README.md).
-        workers = args.threads or available_cores()
-        threads = {"inter_threads": workers, "intra_threads": 1}
+        threads = {"inter_threads": args.threads or available_cores(), "intra_threads": 1}
     else:
-        workers, threads = 1, {"intra_threads": args.threads or 0}
+        threads = {"intra_threads": args.threads or 0}
     translator = ctranslate2.Translator(str(folder), device=device.type, device_index=device.index or 0, **threads)
     # The positions the export encodes (vt-export --max_positions, recorded as the tokenizer's model_max_length;
     # transformers' huge default in folders exported before it was recorded).
@@ -198,33 +120,34 @@ def ctranslate2_translator(args: argparse.Namespace) -> Engine:
     min_length = first_set(getattr(generation, "min_new_tokens", None), 0)
     prepare = text_preparation(tokenizer)  # as the generate() engine's pipeline does
 
-    def translate(texts: list[str]) -> Translations:
-        ids = tokenizer([prepare(text) for text in texts])["input_ids"]
-        longest = max(range(len(ids)), key=lambda row: len(ids[row]))
-        if len(ids[longest]) > positions:
-            sentence = texts[longest] if len(texts[longest]) <= 40 else texts[longest][:40] + "..."
+    def translate(lines: list[str]) -> list[str]:
+        kept = [row for row, line in enumerate(lines) if line.strip()]  # blank lines give "", untranslated
+        ids = tokenizer([prepare(lines[row]) for row in kept])["input_ids"] if kept else []
+        longest = max(range(len(ids)), key=lambda row: len(ids[row]), default=None)
+        if longest is not None and len(ids[longest]) > positions:
+            sentence = lines[kept[longest]]
+            sentence = sentence if len(sentence) <= 40 else sentence[:40] + "..."
             raise CorpusError(
                 f"A sentence of {len(ids[longest])} tokens ({sentence!r}) is longer than the {positions} positions "
                 f"that {folder} encodes: export the model again with a larger --max_positions."
             )
+        # CTranslate2 sorts the sentences by length, cuts them into batches and gives those to its workers.
         results = translator.translate_batch(
             [tokenizer.convert_ids_to_tokens(row) for row in ids],
+            max_batch_size=args.batch_size,
             beam_size=beams,
             length_penalty=length_penalty,
             min_decoding_length=min_length,
             # The output too has only `positions` positions, the first of them the start token's.
-            max_decoding_length=min(args.max_new_tokens or len(ids[longest]) + beyond, positions - 1),
-            max_batch_size=len(texts),
-            asynchronous=True,
+            max_decoding_length=min(args.max_new_tokens or len(ids[longest]) + beyond, positions - 1) if ids else 1,
         )
-
-        def translations() -> list[str]:
-            hypotheses = [tokenizer.convert_tokens_to_ids(result.result().hypotheses[0]) for result in results]
-            return tokenizer.batch_decode(hypotheses, skip_special_tokens=True)
-
+        hypotheses = [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+        translations = [""] * len(lines)
+        for row, text in zip(kept, tokenizer.batch_decode(hypotheses, skip_special_tokens=True), strict=True):
+            translations[row] = text.strip()
         return translations
 
-    return Engine(translate, batches_at_once=workers, source_length=source_token_count(tokenizer))
+    return translate
 
 
 def available_cores() -> int:
@@ -375,19 +298,15 @@ def main(argv: list[str] | None = None) -> None:
     # given back (training.allocator), 500 Multi30K sentences made ~7,000 page faults instead of ~430,000, 1.1x faster.
     reuse_freed_memory()
     try:
-        engine = ENGINES[args.engine](args)
-        lines = input_lines(args)
-        # Someone typing sentences wants each batch's translations before typing the next: no reading ahead then.
-        typed = reads_a_terminal(args)
-        window = args.batch_size * (1 if typed else args.sort_batches)
-        ahead = 0 if typed else engine.batches_at_once - 1
-        batched = length_sorted_batches(lines, args.batch_size, window, engine.source_length)
+        translate = ENGINES[args.engine](args)
+        # Someone typing sentences wants each one translated before typing the next: no reading ahead then.
+        size = 1 if reads_a_terminal(args) else args.batch_size * args.sort_batches
         with open(args.output, "w", encoding="utf-8") if args.output else nullcontext(sys.stdout) as sink:
             with tqdm(unit=" lines", disable=args.output is None) as progress:
-                for ready in in_input_order(translated_batches(engine.translate, batched, ahead)):
-                    sink.writelines(translation + "\n" for translation in ready)
+                for lines in chunks(input_lines(args), size):
+                    sink.writelines(translation + "\n" for translation in translate(lines))
                     sink.flush()
-                    progress.update(len(ready))
+                    progress.update(len(lines))
     except (CorpusError, ModelFolderError, DeviceError, OSError) as error:  # OSError: an --output not writable
         raise SystemExit(f"error: {error}") from None
 

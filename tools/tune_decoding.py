@@ -1,7 +1,7 @@
 """How many checkpoints to average, and which beam size and length penalty to decode with, judged on a finished run's
 validation set (never on a test set): one row per choice, the best marked.
 
-python -m tools.tune_decoding runs/multi30k_en_de --average 1 5 10 --num_beams 4 --length_penalty 0.6 1.0
+vt-tune-decoding runs/multi30k_en_de --average 1 5 10 --num_beams 4 --length_penalty 0.6 1.0
 
 The run folder must still hold its checkpoints (`--save_total_limit` at least the largest --average). Averaging 1
 is the newest checkpoint alone. Each row decodes the whole validation set once (about 40 s for Multi30K's 1,014
@@ -15,11 +15,18 @@ from pathlib import Path
 
 from datasets import DatasetDict
 
-from training.average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
-from training.data import CorpusError, DataArguments, load_parallel_corpus, preprocessed
-from training.metrics import translation_scores
-from training.tokenizer import record_text_preprocessing
 from vanilla_transformer import TranslationPipeline
+from vanilla_transformer.training import (
+    AveragingError,
+    CorpusError,
+    DataArguments,
+    last_checkpoints,
+    load_parallel_corpus,
+    preprocessed,
+    record_text_preprocessing,
+    translation_scores,
+    write_averaged_model,
+)
 
 from .report import read_report
 from .translate import ModelFolderError, finite_float, load_model_folder, positive_int, resolve_device
@@ -91,7 +98,9 @@ def markdown_table(rows: list[tuple[int, int, float, dict]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m tools.tune_decoding", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="vt-tune-decoding",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_dir", type=Path, help="The output folder of a finished training.train run.")
     parser.add_argument("--average", type=positive_int, nargs="+", default=[1, 5], help="Checkpoints to average.")

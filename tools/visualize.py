@@ -1,18 +1,17 @@
 """The pictures of `vanilla_transformer.visualization` from the command line (needs `pip install .[viz]`).
 
-python -m tools.visualize attention --model runs/multi30k_en_de --source "Two dogs play in the snow." \
+vt-visualize attention --model runs/multi30k_en_de --source "Two dogs play in the snow." \
     --kind cross --output cross_attention.png             # without --target: the model's own translation
-python -m tools.visualize positional-encoding --output pe.png
-python -m tools.visualize pe-curves --output pe_curves.png
-python -m tools.visualize pe-distance --output pe_distance.png
-python -m tools.visualize parameters                   # the markdown parameter table of the README
+vt-visualize positional-encoding --output pe.png
+vt-visualize pe-curves --output pe_curves.png
+vt-visualize pe-distance --output pe_distance.png
+vt-visualize parameters                   # the markdown parameter table of the README
 """
 
 import argparse
 
 import torch
 
-from tools.translate import load_model_folder, positive_int
 from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
 from vanilla_transformer.visualization import (
     ATTENTION_KINDS,
@@ -23,6 +22,8 @@ from vanilla_transformer.visualization import (
     plot_positional_distance,
     plot_positional_encoding,
 )
+
+from .translate import load_model_folder, positive_int
 
 
 def attention_figure(args: argparse.Namespace):

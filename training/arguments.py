@@ -94,6 +94,10 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
     lr_scale: float = field(default=1.0, metadata={"help": "Multiplies the paper's learning rate (with 0 above)."})
     warmup_steps: float = field(default=4000, metadata={"help": "Warmup steps of the inverse-sqrt schedule."})
+    lr_scheduler_type: str = field(
+        default="inverse_sqrt",
+        metadata={"help": "§5.3: linear warmup over --warmup_steps, then decay with 1/sqrt(step) (the paper's)."},
+    )
     adam_beta1: float = field(default=0.9, metadata={"help": "Adam beta1 (§5.3: 0.9)."})
     adam_beta2: float = field(default=0.98, metadata={"help": "Adam beta2 (§5.3: 0.98)."})
     adam_epsilon: float = field(default=1e-9, metadata={"help": "Adam epsilon (§5.3: 1e-9)."})
@@ -149,7 +153,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
 
     def __post_init__(self):
-        for name, least in (("max_tokens", 1), ("num_beams", 1), ("max_length_beyond_source", 0), ("warmup_steps", 0)):
+        for name, least in (("max_tokens", 1), ("num_beams", 1), ("max_length_beyond_source", 0), ("warmup_steps", 1)):
             if getattr(self, name) < least:
                 raise ValueError(f"--{name} {getattr(self, name)}: must be at least {least}.")
         if self.max_train_minutes < 0:
@@ -176,6 +180,10 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             self.dataloader_pin_memory = False  # pinned memory only helps copies to a GPU
         super().__post_init__()
 
+    def paper_learning_rate(self, d_model: int) -> float:
+        """§5.3's peak, lrate = d_model^-0.5 · warmup_steps^-0.5 (at the last warmup step), times --lr_scale."""
+        return self.lr_scale * d_model**-0.5 * int(self.warmup_steps) ** -0.5
+
     def set_bf16(self, enabled: bool) -> None:
         """Decide bf16 after parsing (train.py measures it when no flag was given: None until then, which the
         Trainer reads as off), before the Trainer hands the precision to accelerate."""
@@ -187,8 +195,6 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
 REPLACED_BY_THE_RECIPE = {
     "per_device_train_batch_size": "training batches hold --max_tokens padded tokens per side (§5.1), not a number "
     "of sentences.",
-    "lr_scheduler_type": "the rate follows §5.3 (linear warmup over --warmup_steps, then inverse square root); "
-    "set its peak with --learning_rate or --lr_scale.",
 }
 
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, VocabularyArguments, TranslationTrainingArguments)
@@ -207,16 +213,6 @@ def read_config(path: str) -> dict:
     return {name: value for name, value in settings.items() if value is not None}
 
 
-def recipe_flags_first(parser: HfArgumentParser) -> None:
-    """List the recipe's own training settings at the top of the training group of --help, before the ~150 flags
-    that TranslationTrainingArguments inherits. argparse has no public way to order a group's flags: its list is
-    reordered."""
-    own = set(TranslationTrainingArguments.__annotations__)
-    for group in parser._action_groups:
-        if group.title == TranslationTrainingArguments._argument_group_name:
-            group._group_actions.sort(key=lambda action: action.dest not in own)  # stable: each part keeps its order
-
-
 def parse_arguments(argv: list[str] | None = None):
     """(model, data, vocabulary, training) arguments from `--config FILE` and/or flags; flags win. Every value is
     checked here, before any data is read: a bad one ends the run with one line naming it (and the config file)."""
@@ -230,7 +226,6 @@ def parse_arguments(argv: list[str] | None = None):
         "evaluate it and write a Hub-ready model folder. Every flag can also be a key of the --config file.",
     )
     parser.add_argument("--config", metavar="FILE", help="A YAML file of settings (flags on the command line win).")
-    recipe_flags_first(parser)
     settings, config = {}, None
     if "--config" in argv:
         at = argv.index("--config")

@@ -1,7 +1,7 @@
 """Checkpoint averaging (§6.1: "a single model obtained by averaging the last 5 checkpoints").
 
-python -m training.average_checkpoints --run_dir RUN --last 5 --output_dir RUN/averaged
-python -m training.average_checkpoints --checkpoints RUN/checkpoint-800 RUN/checkpoint-1000 --output_dir OUT
+vt-average-checkpoints --run_dir RUN --last 5 --output_dir RUN/averaged
+vt-average-checkpoints --checkpoints RUN/checkpoint-800 RUN/checkpoint-1000 --output_dir OUT
 
 The output folder is the newest checkpoint's model folder (config, generation config, tokenizer, code) with its
 weights replaced by the element-wise mean; it loads with `from_pretrained` like any model folder. It is written
@@ -17,9 +17,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from vanilla_transformer.folders import partial_folder, replace_folder, replacement_problem
-
 from .checkpoints import WEIGHTS, numbered_checkpoints, why_incomplete
+from .folders import replacement_problem, write_folder
 
 # What a Trainer checkpoint holds besides the model: not part of a model folder.
 TRAINER_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", "rng_state*", "scaler.pt")
@@ -62,13 +61,12 @@ def write_averaged_model(checkpoints: Sequence[Path], output_dir: Path) -> Path:
     output_dir = output_dir.resolve()  # renames need the real name ("." has none)
     averaged = average_weights(checkpoints)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = partial_folder(output_dir)
-    try:
-        shutil.copytree(checkpoints[-1], partial, ignore=shutil.ignore_patterns(*TRAINER_FILES, WEIGHTS))
-        save_file(averaged, partial / WEIGHTS, metadata={"format": "pt"})
-        replace_folder(partial, output_dir)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+
+    def write(folder: Path) -> None:
+        shutil.copytree(checkpoints[-1], folder, ignore=shutil.ignore_patterns(*TRAINER_FILES, WEIGHTS))
+        save_file(averaged, folder / WEIGHTS, metadata={"format": "pt"})
+
+    write_folder(output_dir, write)
     return output_dir
 
 

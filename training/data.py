@@ -342,15 +342,6 @@ def drop_empty_pairs(dataset: Dataset, split: str) -> Dataset:
 # Tokenization ---------------------------------------------------------------------------------------------------------
 
 
-def by_source_length(dataset: Dataset) -> list[int]:
-    """The rows' indices, shortest source first (ties in corpus order). Evaluated in this order, a batch holds
-    sentences of like length, and beam search runs until the longest translation of its batch ends: the Multi30K
-    config's final evaluations (six passes over ~1,000 sentences) took 67 s instead of 103 s. Corpus BLEU and chrF do
-    not depend on the order."""
-    lengths = [len(ids) for ids in dataset["input_ids"]]
-    return sorted(range(len(lengths)), key=lengths.__getitem__)
-
-
 def tokenize_corpus(corpus: DatasetDict, tokenizer, args: DataArguments) -> DatasetDict:
     """input_ids / attention_mask / labels for every split; training pairs over the length limits are dropped
     (evaluation sets are kept whole, so that scores are on the full test set). The training split keeps its text

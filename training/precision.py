@@ -12,19 +12,17 @@ shape and Adam's step it agrees with the run (0.85x). So the probe times whole t
 import copy
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch import nn
 
+from .loss import LabelSmoothedCrossEntropy
 
-def cpu_bf16_instructions(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
-    """The CPU's bf16 instruction sets among AMX and AVX512-BF16, from /proc/cpuinfo (empty where there is none)."""
-    try:
-        flags = next(line for line in Path(cpuinfo).read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return set()
-    return set(flags.split()) & {"amx_bf16", "avx512_bf16"}
+
+def cpu_bf16_instructions() -> set[str]:
+    """The CPU's bf16 instruction sets among AMX and AVX512-BF16, as torch detects them (empty where there is none)."""
+    capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    return {name for name in ("amx_bf16", "avx512_bf16") if capabilities.get(name)}
 
 
 def training_step_seconds(
@@ -36,7 +34,8 @@ def training_step_seconds(
     for _ in range(repeats + 1):
         started = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = model(**batch, label_smoothing=0.1, skip_logits=True).loss
+            inputs = {name: value for name, value in batch.items() if name != "labels"}
+            loss = LabelSmoothedCrossEntropy(0.1)(model(**inputs), batch["labels"])
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -1,6 +1,7 @@
-"""The paper's training recipe (§5) as a `Seq2SeqTrainer`: token-budget batches, the warmup / inverse-sqrt rate,
-and evaluation metrics computed on exactly the evaluation set. Adam(0.9, 0.98, 1e-9), label smoothing and
-dropout are plain Trainer and model settings (see `arguments.TranslationTrainingArguments`)."""
+"""The paper's training recipe (§5) as a `Seq2SeqTrainer`: token-budget batches, label smoothing as the Trainer's
+`compute_loss_func`, a wall-clock limit, and evaluation metrics computed on exactly the evaluation set. Adam(0.9,
+0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and model settings (see
+`arguments.TranslationTrainingArguments`)."""
 
 import copy
 import time
@@ -11,14 +12,14 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 
 from .batching import TokenBudgetBatchSampler
 from .data import TEXT_COLUMNS
-from .schedule import inverse_sqrt_schedule
+from .loss import LabelSmoothedCrossEntropy
 from .subword_regularization import BpeDropoutPairs
 
 
 def check_token_ids_fit(sources: list[list[int]], targets: list[list[int]], vocab_size: int) -> None:
     """Every token id of the training pairs names a row of the model's embedding. Checked once, here, rather than
     at every step: on a GPU, reading the ids of a batch makes the host wait for the device (see the model's
-    `check_token_ids`)."""
+    the model's input checks)."""
     for column, rows in (("input_ids", sources), ("labels", targets)):
         for row, ids in enumerate(rows):
             for token in (min(ids, default=0), max(ids, default=0)):  # -100: a label that has no loss
@@ -66,16 +67,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.clock = (time.time(), 0.0)  # (when this process began training, seconds trained before a resume)
         self.add_callback(StartClock(self))
         self.add_callback(StopAtTimeLimit(self))
-        # §5.4 label smoothing is computed by the model (see compute_loss), not by the Trainer's LabelSmoother.
-        self.label_smoother = None
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """The model's own label-smoothed loss, without logits where none are returned (training steps): on a CPU the
-        model then applies the pre-softmax projection to the labelled positions only, and cross_entropy smooths
-        fused. The Trainer's LabelSmoother would instead take the labels away from the model and materialise
-        -log_softmax over every logit of the batch (a third of a small model's step on a CPU)."""
-        inputs = {**inputs, "label_smoothing": self.args.label_smoothing_factor, "skip_logits": not return_outputs}
-        return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+        if self.compute_loss_func is None:
+            # §5.4: cross_entropy smooths fused, where the Trainer's LabelSmoother would materialise -log_softmax over
+            # every logit of the batch.
+            self.compute_loss_func = LabelSmoothedCrossEntropy(self.args.label_smoothing_factor)
+            self.label_smoother = None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """Every log entry gets `elapsed_s`, the wall-clock seconds since training began, so that loss and BLEU can
@@ -131,13 +127,6 @@ class TranslationTrainer(Seq2SeqTrainer):
         )
         # Under several processes accelerate shards the batches: rank r gets batches r, r + n, r + 2n, ...
         return self.accelerator.prepare(loader)
-
-    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
-        """§5.3: linear warmup, then decay with the inverse square root of the step."""
-        if self.lr_scheduler is None:
-            self.lr_scheduler = inverse_sqrt_schedule(optimizer or self.optimizer, int(self.args.warmup_steps))
-            self._created_lr_scheduler = True
-        return self.lr_scheduler
 
     def evaluation_loop(self, *args, **kwargs):
         # Seq2SeqTrainer gathers generated tokens with a plain `gather`, which repeats samples to even out the

@@ -113,12 +113,14 @@ class VanillaTransformerConfig(PretrainedConfig):
             self._complete()
 
     def _complete(self) -> None:
-        self._check_architecture()
+        self.validate_architecture()
         if self.init_std is None:
             self.init_std = self.d_model**-0.5
 
-    def _check_architecture(self) -> None:
-        """Refuse values that would break the model later, far from their cause, or silently."""
+    def validate_architecture(self) -> None:
+        """Refuse values that would break the model later, far from their cause, or silently: transformers 5.x's
+        hook, which `save_pretrained` runs too. A plain ValueError naming the value (5.x's `@strict` would wrap it in
+        an error of its own)."""
         # Imported here: configuration files must not pull in torch-heavy modules at import time.
         from transformers.activations import ACT2FN
 

@@ -1,7 +1,7 @@
 """Export a trained model folder to CTranslate2, the inference engine that serves OpenNMT and Marian models.
 
-vt-export ctranslate2 runs/multi30k_en_de runs/multi30k_en_de-ct2 --quantization int8
-vt-translate --engine ctranslate2 --model runs/multi30k_en_de-ct2 "A dog runs on the grass."
+`write_ctranslate2(model_dir, folder)`; on the command line, `vt-export ctranslate2 MODEL_DIR OUT_DIR`
+(`vanilla_transformer.tools.export`).
 
 Built on CTranslate2's own converter API (`ctranslate2.converters.Converter` and `specs.TransformerSpec`): this file
 only says which of our weights is which of the spec's, so it sits next to the modeling file whose module names it
@@ -16,7 +16,6 @@ projection. Two things are written explicitly:
 `ctranslate2` is an optional dependency: `pip install vanilla-transformer[serve]`.
 """
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -26,7 +25,6 @@ from safetensors import SafetensorError
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .folders import partial_folder, replace_folder, replacement_problem
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_positional_encoding
 
 try:
@@ -199,63 +197,22 @@ def record_max_positions(tokenizer_config: Path, max_positions: int) -> None:
     tokenizer_config.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def export_ctranslate2(
+def write_ctranslate2(
     model_dir: str | Path,
-    output_dir: str | Path,
+    folder: str | Path,
     quantization: str | None = None,
     max_positions: int = DEFAULT_MAX_POSITIONS,
-    force: bool = False,
 ) -> Path:
-    """Write the CTranslate2 model of `model_dir` to `output_dir`, with its tokenizer and generation config."""
+    """Write the CTranslate2 model of `model_dir` into `folder` (made or overwritten), with its tokenizer and
+    generation config. `vt-export` (`vanilla_transformer.tools.export`) puts it in place without losing anything."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ExportError(f"quantization {quantization!r} is not one of {', '.join(QUANTIZATIONS)}.")
     if max_positions < 1:
         raise ExportError(f"max_positions={max_positions}: must be at least 1.")
-    output_dir = Path(output_dir)
-    if output_dir.exists() and not force:
-        raise ExportError(f"{output_dir} exists: choose a new folder, or pass --force to replace it.")
-    # --force replaces an earlier export, nothing else: not the model folder, the run holding it, or `.`.
-    problem = replacement_problem(output_dir, [Path(model_dir)], "a CTranslate2 model", CTRANSLATE2_FILES)
-    if problem:
-        raise ExportError(problem)
-    converter = VanillaTransformerConverter(model_dir, max_positions)
-    # Written beside the target and renamed when complete: an interrupted export leaves no half folder behind.
-    partial = partial_folder(output_dir)
-    try:
-        converter.convert(str(partial), quantization=quantization, force=True)
-        for name in COPIED_FILES:
-            if (Path(model_dir) / name).is_file():
-                shutil.copy(Path(model_dir) / name, partial / name)
-        record_max_positions(partial / "tokenizer_config.json", max_positions)
-        replace_folder(partial, output_dir)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return output_dir
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="vt-export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    engines = parser.add_subparsers(dest="engine", required=True, metavar="ENGINE")
-    ct2 = engines.add_parser("ctranslate2", help="A CTranslate2 model folder (translate it with vt-translate).")
-    ct2.add_argument("model_dir", help="A model folder written by training.train (or save_pretrained).")
-    ct2.add_argument("output_dir", help="Where to write the CTranslate2 model.")
-    ct2.add_argument("--quantization", choices=QUANTIZATIONS, help="Weight type (default: the model's, float32).")
-    ct2.add_argument(
-        "--max_positions",
-        type=int,
-        default=DEFAULT_MAX_POSITIONS,
-        help=f"Longest source or output in tokens (default {DEFAULT_MAX_POSITIONS}).",
-    )
-    ct2.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
-    args = parser.parse_args(argv)
-    try:
-        output = export_ctranslate2(args.model_dir, args.output_dir, args.quantization, args.max_positions, args.force)
-    except ExportError as error:
-        raise SystemExit(f"error: {error}") from None
-    print(f"CTranslate2 model ({args.quantization or 'float32'}): {output}")
-
-
-if __name__ == "__main__":
-    main()
+    folder = Path(folder)
+    VanillaTransformerConverter(model_dir, max_positions).convert(str(folder), quantization=quantization, force=True)
+    for name in COPIED_FILES:
+        if (Path(model_dir) / name).is_file():
+            shutil.copy(Path(model_dir) / name, folder / name)
+    record_max_positions(folder / "tokenizer_config.json", max_positions)
+    return folder

@@ -13,7 +13,7 @@ This file imports only torch and transformers (and sacremoses for such a model):
 `pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedTokenizerBase
@@ -61,6 +61,12 @@ def source_token_count(tokenizer: PreTrainedTokenizerBase) -> Callable[[str], in
     length are grouped by."""
     prepare = text_preparation(tokenizer)
     return lambda text: len(tokenizer(prepare(text))["input_ids"])
+
+
+def shortest_first(lengths: Sequence[int]) -> list[int]:
+    """Positions by length, shortest first (ties in their order). A batch decodes until its longest translation ends,
+    so batches of like length finish sooner: what the pipeline, vt-translate and training's evaluations order by."""
+    return sorted(range(len(lengths)), key=lengths.__getitem__)
 
 
 class TranslationPipeline(Pipeline):
@@ -115,8 +121,7 @@ class TranslationPipeline(Pipeline):
     def shortest_first(self, texts: list) -> list[int]:
         """Positions of `texts`, by the number of tokens the model reads (what is not a string: first, for
         preprocess to name it)."""
-        lengths = [self.source_tokens(text) if isinstance(text, str) else -1 for text in texts]
-        return sorted(range(len(texts)), key=lengths.__getitem__)
+        return shortest_first([self.source_tokens(text) if isinstance(text, str) else -1 for text in texts])
 
     def preprocess(self, text: str, truncation: bool = False, max_source_length: int | None = None) -> dict:
         if not isinstance(text, str):

@@ -1,19 +1,19 @@
-"""What differs between transformers 5.x and 4.57 for the model: the one place that knows both.
+"""transformers 5.24's names for what the modeling file uses, on every release it is tested on (5.9 and later, 4.57).
 
-The modeling file imports its helpers from here and reads the same on either version. Model folders carry this file
-next to the modeling file (transformers copies a modeling file's relative imports), so remote code loads on both.
-The configuration's own difference (dataclass configs in 5.x only) stays in the configuration file.
+The modeling file imports these names from here instead of from transformers, so that it reads like 5.24's
+`modeling_marian.py` line for line; this file is the one place that knows how older releases differ. Model folders
+carry it next to the modeling file (transformers copies a modeling file's relative imports), so remote code loads
+on each of them. The configuration's own difference (dataclass configs in 5.x only) stays in the configuration file.
 """
 
 import functools
-import inspect
 from collections.abc import Callable
 
 import torch
 import transformers
-from transformers.masking_utils import create_causal_mask
-from transformers.modeling_outputs import Seq2SeqLMOutput
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers import modeling_outputs
+from transformers.masking_utils import create_causal_mask as transformers_create_causal_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as TRANSFORMERS_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import PreTrainedModel as TransformersPreTrainedModel
 
 # The releases the model is tested on: pyproject.toml's lower bound, which .ci/run tests (tests/test_compatibility.py
@@ -37,64 +37,76 @@ def tested_release(version: str) -> tuple[int, int]:
     return release
 
 
-TRANSFORMERS_5 = tested_release(transformers.__version__) >= (5, 0)
+RELEASE = tested_release(transformers.__version__)
+# 5.24 renamed the cache from `past_key_values` to `cache`: in forward's arguments, the output classes and the masks.
+CACHE_IS_NAMED_CACHE = "cache" in modeling_outputs.Seq2SeqLMOutput.__dataclass_fields__
 
 
-def takes_cache_by_either_name(forward: Callable) -> Callable:
-    """transformers 5.24 renamed the cache argument of forward from `past_key_values` to `cache` (generate() passes
-    `cache=`; output classes still take `past_key_values=` and have it as a property); 4.57-5.23 pass
-    `past_key_values=`. The model's forwards take `past_key_values`, given under either name."""
+# The cache's name ------------------------------------------------------------------------------------------------
+if CACHE_IS_NAMED_CACHE:
+    from transformers.modeling_outputs import (
+        BaseModelOutputWithPastAndCrossAttentions,
+        Seq2SeqLMOutput,
+        Seq2SeqModelOutput,
+    )
+    from transformers.utils.deprecation import deprecate_kwarg
 
-    @functools.wraps(forward)
-    def renamed(*args, **kwargs):
-        if "cache" in kwargs:
-            if kwargs.get("past_key_values") is not None:
-                raise ValueError("Pass the cache once: as cache= or as past_key_values=, not both.")
-            kwargs["past_key_values"] = kwargs.pop("cache")
-        return forward(*args, **kwargs)
+    create_causal_mask = transformers_create_causal_mask
 
-    return renamed
+else:  # 4.57-5.23: generate() passes `past_key_values=`, and the outputs hold it under that name
+
+    def deprecate_kwarg(old_name: str, version: str, new_name: str, **kwargs) -> Callable:
+        """Takes `old_name` as `new_name`, silently: in these releases the old name is the current one."""
+
+        def decorator(forward: Callable) -> Callable:
+            @functools.wraps(forward)
+            def renamed(*args, **call_kwargs):
+                if old_name in call_kwargs:
+                    if call_kwargs.get(new_name) is not None:
+                        raise ValueError(f"Pass the cache once: as {new_name}= or as {old_name}=, not both.")
+                    call_kwargs[new_name] = call_kwargs.pop(old_name)
+                return forward(*args, **call_kwargs)
+
+            return renamed
+
+        return decorator
+
+    def with_cache_field(output_class: type) -> type:
+        """`output_class` taking and giving its `past_key_values` under 5.24's name, `cache`."""
+
+        class Output(output_class):
+            def __init__(self, *args, cache=None, **kwargs):
+                super().__init__(*args, **{"past_key_values": cache, **kwargs})
+
+            @property
+            def cache(self):
+                return self.past_key_values
+
+        Output.__name__ = Output.__qualname__ = output_class.__name__
+        return Output
+
+    BaseModelOutputWithPastAndCrossAttentions = with_cache_field(
+        modeling_outputs.BaseModelOutputWithPastAndCrossAttentions
+    )
+    Seq2SeqModelOutput = with_cache_field(modeling_outputs.Seq2SeqModelOutput)
+    Seq2SeqLMOutput = with_cache_field(modeling_outputs.Seq2SeqLMOutput)
 
 
-# The output classes' name for the cache: "cache" from 5.24 (where "past_key_values" works, with a warning).
-OUTPUT_CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
-
-
-def cache_output(cache: object) -> dict:
-    """The cache as the keyword argument of an output class: `Seq2SeqLMOutput(..., **cache_output(cache))`."""
-    return {OUTPUT_CACHE_FIELD: cache}
-
-
-def cache_of(outputs: object) -> object:
-    """The cache that a model output holds (5.24's `past_key_values` property warns that the name is deprecated)."""
-    return getattr(outputs, OUTPUT_CACHE_FIELD)
-
-
-if TRANSFORMERS_5:
+# Outputs, masks, attention functions and initialisers ----------------------------------------------------------
+if RELEASE >= (5, 0):
     from transformers import initialization as init  # initialisers that respect weights already loaded
     from transformers.masking_utils import create_bidirectional_mask
     from transformers.utils.generic import merge_with_config_defaults
     from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-    def records_outputs(forward: Callable) -> Callable:
-        """Fill use_cache/return_dict from the config; collect hidden states and attentions when asked."""
-        return merge_with_config_defaults(capture_outputs(forward))
+    ALL_ATTENTION_FUNCTIONS = TRANSFORMERS_ATTENTION_FUNCTIONS
 
-    def attention_function(implementation: str, eager: Callable) -> Callable:
-        """The attention kernel registered under `implementation` ("eager": the modeling file's own)."""
-        return ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager)
+    if not CACHE_IS_NAMED_CACHE:  # 5.9-5.23: the mask helper takes the cache as `past_key_values`
 
-    # The mask helpers' name for the cache: "cache" from 5.24 ("past_key_values" works there, with a warning).
-    MASK_CACHE_ARGUMENT = "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
-
-    def decoder_self_attention_mask(config, inputs_embeds, attention_mask, self_attention_cache):
-        """Causal + padding mask for the decoder's new positions, after those already in the cache."""
-        return create_causal_mask(
-            config=config,
-            inputs_embeds=inputs_embeds,
-            attention_mask=attention_mask,
-            **{MASK_CACHE_ARGUMENT: self_attention_cache},
-        )
+        def create_causal_mask(config, inputs_embeds, attention_mask, cache=None, **kwargs):
+            return transformers_create_causal_mask(
+                config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, past_key_values=cache
+            )
 
     PreTrainedModel = TransformersPreTrainedModel  # 5.x ties weights from _tied_weights_keys ({target: source})
 
@@ -102,7 +114,18 @@ else:  # 4.57
     from torch.nn import init
     from transformers.modeling_attn_mask_utils import _prepare_4d_attention_mask, _prepare_4d_attention_mask_for_sdpa
     from transformers.utils.generic import OutputRecorder
-    from transformers.utils.generic import check_model_inputs as records_outputs
+    from transformers.utils.generic import check_model_inputs as capture_outputs
+
+    def merge_with_config_defaults(forward: Callable) -> Callable:
+        return forward  # 4.57's check_model_inputs (capture_outputs here) fills use_cache/return_dict itself
+
+    class AttentionFunctions:
+        """5.x's `ALL_ATTENTION_FUNCTIONS.get_interface` over 4.57's registry."""
+
+        def get_interface(self, implementation: str, eager: Callable) -> Callable:
+            return eager if implementation == "eager" else TRANSFORMERS_ATTENTION_FUNCTIONS[implementation]
+
+    ALL_ATTENTION_FUNCTIONS = AttentionFunctions()
 
     def create_bidirectional_mask(
         config,
@@ -119,18 +142,15 @@ else:  # 4.57
             return _prepare_4d_attention_mask_for_sdpa(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
         return _prepare_4d_attention_mask(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
 
-    def attention_function(implementation: str, eager: Callable) -> Callable:
-        return eager if implementation == "eager" else ALL_ATTENTION_FUNCTIONS[implementation]
-
-    def decoder_self_attention_mask(config, inputs_embeds, attention_mask, self_attention_cache):
-        past_length = self_attention_cache.get_seq_length() if self_attention_cache is not None else 0
+    def create_causal_mask(config, inputs_embeds, attention_mask, cache=None, **kwargs):
+        past_length = cache.get_seq_length() if cache is not None else 0
         positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
-        return create_causal_mask(
+        return transformers_create_causal_mask(
             config=config,
             input_embeds=inputs_embeds,
             attention_mask=attention_mask,
             cache_position=positions,
-            past_key_values=self_attention_cache,
+            past_key_values=cache,
         )
 
     class PreTrainedModel(TransformersPreTrainedModel):
@@ -143,14 +163,16 @@ else:  # 4.57
 
 
 __all__ = [
+    "ALL_ATTENTION_FUNCTIONS",
+    "BaseModelOutputWithPastAndCrossAttentions",
     "OutputRecorder",
     "PreTrainedModel",
-    "attention_function",
-    "cache_of",
-    "cache_output",
+    "Seq2SeqLMOutput",
+    "Seq2SeqModelOutput",
+    "capture_outputs",
     "create_bidirectional_mask",
-    "decoder_self_attention_mask",
+    "create_causal_mask",
+    "deprecate_kwarg",
     "init",
-    "records_outputs",
-    "takes_cache_by_either_name",
+    "merge_with_config_defaults",
 ]

@@ -6,7 +6,7 @@
 
 The plotting functions need matplotlib (`pip install vanilla-transformer[viz]`, which also brings a font with
 Chinese characters); the rest of the package does not. The same pictures come from the command line:
-`python -m tools.visualize --help`.
+`vt-visualize --help`.
 """
 
 from __future__ import annotations

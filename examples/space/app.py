@@ -8,8 +8,8 @@ Locally, `vt-demo MODEL_DIR` serves the same page.
 
 import os
 
-from tools.demo import build_demo
-from tools.translate import load_model_folder, resolve_device
+from vanilla_transformer.tools.demo import build_demo
+from vanilla_transformer.tools.translate import load_model_folder, resolve_device
 
 model, tokenizer = load_model_folder(os.environ.get("VT_DEMO_MODEL", "model"), resolve_device("auto"))
 demo = build_demo(model, tokenizer)

@@ -1,6 +1,6 @@
 """Writing a command's output folder where one may already be, without losing anything else.
 
-vt-export (`vanilla_transformer.export`) and vt-average-checkpoints (`training.average_checkpoints`) write a whole
+vt-export (`vanilla_transformer.tools.export`) and vt-average-checkpoints (`training.average_checkpoints`) write a whole
 folder and replace an earlier one of theirs. What they must never replace: the folder they read from, or a folder
 holding it (a training run with its checkpoints), and any folder that is not an earlier output of theirs (`.`, a
 project folder, a run). The new folder is written under a temporary name beside the target and put in place by
@@ -9,7 +9,7 @@ renames, so a failure or a kill leaves the old folder as it was.
 
 import os
 import shutil
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 
@@ -66,3 +66,15 @@ def replace_folder(new: Path, target: Path) -> None:
     os.replace(target, old)
     os.replace(new, target)
     shutil.rmtree(old)
+
+
+def write_folder(target: Path, write: Callable[[Path], None]) -> Path:
+    """`write(folder)` fills a new folder beside `target`, which then replaces `target` by renames: a failure or a
+    kill leaves no half folder behind, and the old `target` as it was."""
+    partial = partial_folder(target)
+    try:
+        write(partial)
+        replace_folder(partial, target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
