@@ -136,6 +136,35 @@ def test_cross_attention_keys_and_values_are_computed_once_per_sequence():
     assert len(calls) == 2 * len(model.model.decoder.layers)
 
 
+def test_beam_search_leaves_the_cross_attention_cache_in_place_with_the_same_result(monkeypatch):
+    model = tiny_model()
+    input_ids, attention_mask, _ = random_batch()
+    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=12, min_new_tokens=12)
+    kwargs.update(num_beams=4, output_scores=True, return_dict_in_generate=True)
+    cross_keys = []
+
+    def record_cross_keys(module, args, inputs):
+        cache = inputs.get("cache", inputs.get("past_key_values"))
+        if cache is not None and cache.is_updated.get(0):
+            cross_keys.append(cache.cross_attention_cache.layers[0].keys)
+
+    model.model.decoder.register_forward_pre_hook(record_cross_keys, with_kwargs=True)
+    ours = model.generate(**kwargs)
+    assert len(cross_keys) == 11 and all(keys is cross_keys[0] for keys in cross_keys)  # never copied
+
+    # transformers' default: both caches reordered at every step
+    def reorder_both(self, cache, beam_idx):
+        cache.reorder_cache(beam_idx)
+        return cache
+
+    monkeypatch.setattr(VanillaTransformerForConditionalGeneration, "_reorder_cache", reorder_both)
+    cross_keys.clear()
+    default = model.generate(**kwargs)
+    assert len({id(keys) for keys in cross_keys}) == 11  # a new copy at every step
+    assert torch.equal(ours.sequences, default.sequences)
+    assert torch.equal(ours.sequences_scores, default.sequences_scores)
+
+
 def logits_step_by_step(model, input_ids, attention_mask, decoder_input_ids) -> torch.Tensor:
     """The logits of decoder_input_ids computed one position at a time with a cache, as generate() does."""
     encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)

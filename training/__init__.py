@@ -5,30 +5,34 @@ from here, the recipe's public face: they reach into none of its modules. Import
 vanilla_transformer (the model) <- training <- tools.
 """
 
-from .allocator import reuse_freed_memory
-from .average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
-from .data import DataArguments, load_parallel_corpus, preprocessed
-from .folders import replacement_problem, write_folder
-from .metrics import bleu_tokenizer, translation_scores
-from .model_card import score_cells
-from .text_files import CorpusError, decode_lines, read_lines
-from .tokenizer import record_text_preprocessing
+import importlib
 
-__all__ = [
-    "AveragingError",
-    "CorpusError",
-    "DataArguments",
-    "bleu_tokenizer",
-    "decode_lines",
-    "last_checkpoints",
-    "load_parallel_corpus",
-    "preprocessed",
-    "read_lines",
-    "record_text_preprocessing",
-    "replacement_problem",
-    "reuse_freed_memory",
-    "write_folder",
-    "score_cells",
-    "translation_scores",
-    "write_averaged_model",
-]
+# Each public name and the module that defines it, imported at first use: a command that only reads text files
+# (vt-translate) then starts without importing the Trainer, datasets and sacreBLEU.
+PUBLIC = {
+    "AveragingError": "average_checkpoints",
+    "CorpusError": "text_files",
+    "DataArguments": "data",
+    "bleu_tokenizer": "metrics",
+    "decode_lines": "text_files",
+    "last_checkpoints": "average_checkpoints",
+    "load_parallel_corpus": "data",
+    "preprocessed": "data",
+    "read_lines": "text_files",
+    "record_text_preprocessing": "tokenizer",
+    "replacement_problem": "folders",
+    "reuse_freed_memory": "allocator",
+    "score_cells": "model_card",
+    "translation_scores": "metrics",
+    "write_averaged_model": "average_checkpoints",
+    "write_folder": "folders",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{PUBLIC[name]}", __name__), name)
+
+
+__all__ = sorted(PUBLIC)

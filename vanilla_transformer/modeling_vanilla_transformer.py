@@ -165,10 +165,9 @@ def eager_attention_forward(
 def attention_kernels(config: VanillaTransformerConfig, device: torch.device) -> contextlib.AbstractContextManager:
     """The kernels torch's "sdpa" may choose from on a GPU: flash and memory-efficient attention, not cuDNN's.
 
-    For bf16 on recent GPUs torch prefers cuDNN's fused attention, which builds a plan for every new shape (about
-    18 ms each on an H100), and translation brings new shapes all the time: every batch of a token budget, every
-    decoding step. A training step of the Multi30K model took 189 ms with it and 52 ms without. The others compute
-    the same Eq. 1 with no per-shape set-up.
+    For bf16 on recent GPUs torch prefers cuDNN's fused attention, which builds a plan for every new shape, and
+    translation brings new shapes all the time (every batch of a token budget, every decoding step); the others
+    compute the same Eq. 1 with no per-shape set-up (benchmarks/README.md, "On a GPU").
     """
     if device.type != "cuda" or config._attn_implementation != "sdpa":
         return contextlib.nullcontext()
@@ -734,6 +733,13 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         if beyond is not None and source is not None and not length_given:
             kwargs["max_new_tokens"] = source.shape[-1] + beyond
         return super().generate(inputs, generation_config, **kwargs)
+
+    def _reorder_cache(self, cache: EncoderDecoderCache, beam_idx: torch.LongTensor) -> EncoderDecoderCache:
+        """Beam search's reordering (GenerationMixin calls this hook where a model has it), for the decoder's
+        self-attention only: the beams of one sentence share its encoder output, so the cross-attention keys and
+        values are the same rows before and after, and copying them at every step is wasted."""
+        cache.self_attention_cache.reorder_cache(beam_idx)
+        return cache
 
     def adjust_generation_fn(self, generation_config, from_auto_class, from_pipeline, name_or_path, *args, **kwargs):
         """After `from_pretrained` read the folder's generation config (transformers 5.x calls this; 4.57 does not):
