@@ -106,4 +106,4 @@ def test_a_run_with_bpe_dropout_trains_on_each_epochs_segmentation_and_ships_the
     assert len(drawn) >= 3 and drawn[0] != drawn[1] != drawn[2]  # the smoke corpus is a few batches: epochs are short
     shipped = AutoTokenizer.from_pretrained(output)
     assert shipped.backend_tokenizer.model.dropout is None
-    assert "- bpe_dropout: 0.3" in (output / "README.md").read_text(encoding="utf-8")
+    assert "| BPE-dropout | 0.3 |" in (output / "README.md").read_text(encoding="utf-8")

@@ -143,13 +143,6 @@ def test_cli_writes_attention_and_positional_encoding_pictures(smoke_run, tmp_pa
         visualize_main(too_deep)
 
 
-def test_the_readmes_attention_by_hand_example_runs(smoke_run):
-    folder, _ = smoke_run
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    snippet = readme.split("**Attention by hand.**")[1].split("```python")[1].split("```")[0]
-    exec(snippet.replace("runs/multi30k_en_de", str(folder)), {})  # raises if the two computations differ
-
-
 def test_attention_maps_feed_bertviz_encoder_decoder_views():
     import bertviz  # the viz extra brings it
 

@@ -1,4 +1,5 @@
-"""The results tables of finished runs as markdown, read from their results.json (what README and model_card.md show).
+"""The results tables of finished runs as markdown, read from their results.json (what README.md and
+docs/experiments.md show).
 
 vt-report runs/multi30k_en_de runs/tatoeba_en_zh runs/tatoeba_zh_en
 """

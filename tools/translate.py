@@ -45,8 +45,8 @@ class DeviceError(ValueError):
     """The --device argument names no device that this machine (or the engine) has."""
 
 
-# Lines read at a time, in batches of --batch_size: each engine translates them shortest first and answers in their
-# order (Multi30K, beam 4: 1.2-1.4x faster with generate() than in input order).
+# Batches of lines read at a time: each engine translates them shortest first, so that a batch holds sentences of like
+# length and no row waits long for the batch's longest translation.
 SORT_BATCHES = 16
 Translator = Callable[[list[str]], list[str]]  # lines -> their translations, in order; a blank line gives ""
 
@@ -101,9 +101,7 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
     generation = GenerationConfig.from_pretrained(folder) if (folder / "generation_config.json").is_file() else None
     device = ctranslate2_device(args.device, ctranslate2.get_cuda_device_count())
     if device.type == "cpu":
-        # Batches side by side, one thread each: on 2 cores of an Intel Xeon, 500 Multi30K sentences in batches of
-        # 32 took 5.6 s with two threads sharing each batch (they kept each other waiting: float32 with MKL, int8 with
-        # MKL or oneDNN) and 0.8 s this way (benchmarks/README.md).
+        # Batches side by side, one thread each: two threads sharing one batch kept each other waiting.
         threads = {"inter_threads": args.threads or available_cores(), "intra_threads": 1}
     else:
         threads = {"intra_threads": args.threads or 0}
@@ -295,7 +293,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_arguments(argv)
     # Every decoding step allocates and frees tensors of the vocabulary's size: kept for the next step instead of
-    # given back (training.allocator), 500 Multi30K sentences made ~7,000 page faults instead of ~430,000, 1.1x faster.
+    # mapped and zeroed anew by the kernel (training.allocator).
     reuse_freed_memory()
     try:
         translate = ENGINES[args.engine](args)

@@ -138,7 +138,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         default=None,
         metadata={
             "help": "Processes that build the batches. Default: 2 with a CUDA GPU (batches are padded while the GPU "
-            "computes; on the main process this took a quarter of a Multi30K step on an H100), 0 on a CPU."
+            "computes), 0 on a CPU."
         },
     )
     bf16: bool | None = field(

@@ -1,24 +1,28 @@
-"""The output folder's README.md: the top-level `model_card.md` template filled with the run's real results."""
+"""The output folder's README.md: the card of the model this run trained, rendered by huggingface_hub's `ModelCard`
+from the top-level `model_card.md` (a Jinja template) with the run's own settings and results."""
 
 import platform
 from pathlib import Path
-from string import Template
 
 import torch
-from huggingface_hub import EvalResult, ModelCardData
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 # The top-level model_card.md, linked into this package so that a wheel carries it (setuptools copies the file).
 TEMPLATE = Path(__file__).resolve().parent / "model_card.md"
 
-# What the card says about the corpora it knows; other data is described by its path or Hub name.
+# What a card says of the corpora it knows (matched in the data's name or path); other data is named as it was given.
 KNOWN_DATASETS = {
     "multi30k": (
-        "Multi30K Task 1 (Elliott et al., 2016, 2017): 29,000 image descriptions with German translations; "
-        "validation 1,014; tests 2016 and 2017 of 1,000 each. For non-commercial research and education."
+        "Multi30K",
+        "Multi30K Task 1 (Elliott et al., 2016, 2017): 29,000 English image descriptions with German (and French) "
+        "translations; validation 1,014 pairs; tests 2016 and 2017 of 1,000 each. For non-commercial research and "
+        "education.",
     ),
     "tatoeba": (
-        "Tatoeba English–Chinese sentence pairs (tatoeba.org), CC-BY 2.0 (France); the attribution of every pair "
-        "is kept in the source file's third column. Split deterministically (seeded) into train/validation/test."
+        "Tatoeba",
+        "English–Chinese sentence pairs from Tatoeba (tatoeba.org), CC-BY 2.0 (France), the attribution of every "
+        "pair kept in the source file's third column. The file has no split: validation and test pairs were held "
+        "out of it with the run's seed.",
     ),
 }
 
@@ -26,7 +30,7 @@ KNOWN_DATASETS = {
 def hardware_description() -> str:
     if torch.cuda.is_available():
         return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
-    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    return f"a CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
 def evaluation_results(task_languages: tuple[str, str], dataset: str, results: dict[str, dict]) -> list[EvalResult]:
@@ -54,11 +58,14 @@ def score_cells(scores: dict) -> str:
     return f"{scores['bleu']:.2f} | {scores['chrf']:.2f} | {tokenized}"
 
 
-def results_table(results: dict[str, dict]) -> str:
-    rows = ["| split | BLEU | chrF | tokenized BLEU |", "|---|---|---|---|"]
-    for split, scores in results.items():
-        rows.append(f"| {split} | {score_cells(scores)} |")
-    return "\n".join(rows)
+def architecture(config: dict, parameters: int) -> str:
+    """The model in one line, from its configuration."""
+    layer_norm = "pre-LN" if config.get("layer_norm_position") == "pre" else "post-LN (the paper's)"
+    return (
+        f"{config['encoder_layers']}+{config['decoder_layers']} layers, d_model {config['d_model']}, "
+        f"{config['encoder_attention_heads']} heads, FFN {config['encoder_ffn_dim']}, {layer_norm}, "
+        f"a {config['vocab_size']:,}-token vocabulary, {parameters / 1e6:.1f}M parameters"
+    )
 
 
 def render_model_card(
@@ -67,40 +74,56 @@ def render_model_card(
     source_lang: str,
     target_lang: str,
     dataset: str,
+    hub_dataset: bool,
+    config: dict,
+    parameters: int,
+    settings: dict[str, object],
+    summary: dict,
     results: dict[str, dict],
-    hyperparameters: dict[str, object],
     generation: dict[str, object],
     example_source: str,
+    text_preprocessing: str | None = None,
 ) -> str:
-    """The card as markdown with YAML front matter; `results` maps split -> translation_scores()."""
+    """The card as markdown with YAML front matter. `results` maps split -> translation_scores() of the shipped
+    model; `dataset` is a Hub dataset id where `hub_dataset`, else the local path the data came from."""
     name = repo_id.split("/")[-1]
-    front_matter = ModelCardData(
+    title, description = next(
+        (known for key, known in KNOWN_DATASETS.items() if key in dataset.lower()), (dataset, f"`{dataset}`.")
+    )
+    card_data = ModelCardData(
         language=[source_lang, target_lang],
         license="apache-2.0",
         library_name="transformers",
         pipeline_tag="translation",
         tags=["translation", "vanilla-transformer", "attention-is-all-you-need"],
-        datasets=[dataset],
+        datasets=[dataset] if hub_dataset else None,  # the Hub's field names a dataset id, not a local folder
         metrics=["bleu", "chrf"],
         model_name=name,
-        eval_results=evaluation_results((source_lang, target_lang), dataset, results),
+        eval_results=evaluation_results((source_lang, target_lang), title, results),
     )
-    description = next((text for key, text in KNOWN_DATASETS.items() if key in dataset.lower()), f"`{dataset}`.")
     first = next(iter(results.values()), {})
-    fields = {
-        "front_matter": front_matter.to_yaml(),
-        "model_name": name,
-        "repo_id": repo_id,
-        "source_lang": source_lang,
-        "target_lang": target_lang,
-        "dataset": dataset,
-        "dataset_description": description,
-        "example_source": example_source.replace('"', '\\"'),
-        "hardware": hardware_description(),
-        "hyperparameters": "\n".join(f"- {key}: {value}" for key, value in hyperparameters.items()),
-        "results_table": results_table(results),
-        "bleu_signature": first.get("bleu_signature", "–"),
-        "chrf_signature": first.get("chrf_signature", "–"),
-        **{key: str(value) for key, value in generation.items()},
-    }
-    return Template(TEMPLATE.read_text(encoding="utf-8")).substitute(fields)
+    card = ModelCard.from_template(
+        card_data,
+        template_path=str(TEMPLATE),
+        repo_id=repo_id,
+        source_lang=source_lang,
+        target_lang=target_lang,
+        dataset_title=title,
+        dataset_description=description,
+        architecture=architecture(config, parameters),
+        text_preprocessing=text_preprocessing,
+        example_source=example_source.replace("\\", "\\\\").replace('"', '\\"'),
+        hardware=hardware_description(),
+        summary=(
+            f"{summary['steps']:,} steps ({summary['epochs']} epochs) in {summary['wall_time_s'] / 60:.0f} minutes "
+            f"in all, {summary['train_tokens_per_s']:,} training tokens/s"
+        ),
+        settings=settings,
+        shipped_model=summary["shipped_model"],
+        results=results,
+        tokenized=any("tokenized_bleu" in scores for scores in results.values()),
+        bleu_signature=first.get("bleu_signature", "–"),
+        chrf_signature=first.get("chrf_signature", "–"),
+        **generation,
+    )
+    return str(card)

@@ -1,12 +1,10 @@
 """Whether bf16 autocast makes this run's training faster on this machine: measured, never assumed.
 
-CPUs differ. Those with AMX or AVX512-BF16 compute bf16 matrix products natively (a 2048 x 256 x 2048 product ran
-4.5x faster than in fp32 on an AMD EPYC with AVX512-BF16); the others emulate them, 10 to 40 times slower than fp32.
-Native products still do not make a faster step: autocast casts weights and activations around every product, and
-in a small model the casts cost more than the products save. The Multi30K Transformer-Tiny on that EPYC took 0.77 s
-per fp32 step and 0.98 s with bf16 autocast (steps 120-240 of the shipped config). A probe of the model's forward and
-backward on unpadded random batches said the opposite (1.15x faster in bf16); with padded batches of the run's own
-shape and Adam's step it agrees with the run (0.85x). So the probe times whole training steps on a real batch.
+CPUs differ: those with AMX or AVX512-BF16 compute bf16 matrix products natively, the others emulate them, many times
+slower than fp32. Native products still do not make a faster step: autocast casts weights and activations around
+every product, and in a small model the casts can cost more than the products save. A probe of forward and backward
+on random batches can say the opposite of the run, so the probe times whole training steps (Adam's included) on one
+of the run's own batches. benchmarks/README.md has the measurements.
 """
 
 import copy

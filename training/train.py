@@ -215,8 +215,24 @@ def run_summary(trainer: TranslationTrainer, runtime_s: float, tokenized, result
     }
 
 
-# Config entries that describe the code or the runtime, not the model the card documents.
-NOT_HYPERPARAMETERS = ("auto_map", "architectures", "custom_pipelines", "use_cache")
+def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
+    """The settings of this run that shaped the model, as its card lists them."""
+    model_args, _, vocab_args, args = arguments
+    vocabulary = "the fine-tuned model's" if model_args.model_name_or_path else f"{vocab_args.model_type}, joint"
+    settings = {
+        "fine-tuned from": model_args.model_name_or_path,
+        "vocabulary": f"{vocabulary}, {config['vocab_size']:,} tokens",
+        "dropout": config["dropout"],
+        "tokens per batch and side": args.max_tokens,
+        "optimizer": f"Adam({args.adam_beta1}, {args.adam_beta2}, {args.adam_epsilon})",
+        "learning rate": f"{args.learning_rate:.3g} at its peak, after {int(args.warmup_steps):,} warmup steps",
+        "schedule": args.lr_scheduler_type,
+        "label smoothing": args.label_smoothing_factor,
+        "BPE-dropout": args.bpe_dropout or None,
+        "checkpoints averaged": args.average_checkpoints if args.average_checkpoints > 1 else None,
+        "seed": args.seed,
+    }
+    return {name: value for name, value in settings.items() if value is not None}
 
 
 def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, results: dict, summary: dict) -> None:
@@ -229,26 +245,22 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
     shipped = TranslationPipeline(model=trainer.model, tokenizer=trainer.processing_class, device=trainer.model.device)
     shipped.save_pretrained(output_dir)
     make_tokenizer_config_portable(output_dir)
-    config = trainer.model.config.to_diff_dict()
-    training = ("max_tokens", "learning_rate", "warmup_steps", "adam_beta1", "adam_beta2", "adam_epsilon")
-    vocabulary = "reused" if model_args.model_name_or_path else f"{vocab_args.model_type}, {config['vocab_size']}"
+    config = trainer.model.config.to_dict()
     card = render_model_card(
         repo_id=args.hub_model_id or output_dir.name,
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,
         dataset=data_args.dataset_name or data_args.data_dir or data_args.train_file,
+        hub_dataset=bool(data_args.dataset_name),
+        config=config,
+        parameters=trainer.model.num_parameters(),
+        settings=card_settings(arguments, config),
+        summary=summary,
         results=results[summary["shipped_model"]],
-        hyperparameters={
-            **{k: v for k, v in config.items() if k not in NOT_HYPERPARAMETERS},
-            **{k: getattr(args, k) for k in (*training, "label_smoothing_factor", "seed")},
-            **({"bpe_dropout": args.bpe_dropout} if args.bpe_dropout else {}),
-            "steps": summary["steps"],
-            "vocabulary": vocabulary,
-            # The model then reads and writes that text (e.g. lowercased and tokenized): the card must say so.
-            **({"text": data_args.preprocess} if data_args.preprocess != "none" else {}),
-        },
         generation={k: getattr(args, k) for k in ("num_beams", "length_penalty", "max_length_beyond_source")},
         example_source=corpus[list(results["last"])[-1]]["source"][0],
+        # The model then reads and writes that text (e.g. lowercased and tokenized): the card must say so.
+        text_preprocessing=data_args.preprocess.replace("_", ", ") if data_args.preprocess != "none" else None,
     )
     (output_dir / "README.md").write_text(card, encoding="utf-8")
     report = {"summary": summary, "results": results, "arguments": {"data": asdict(data_args), "seed": args.seed}}
