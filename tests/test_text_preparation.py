@@ -44,6 +44,9 @@ def test_training_records_how_its_text_was_prepared_in_every_saved_tokenizer(low
     assert recorded(folder) == expected
     assert all(recorded(checkpoint) == expected for checkpoint in folder.glob("checkpoint-*"))
     assert recorded(smoke_run[0]) == {"text_preprocessing": "none", "source_lang": "en", "target_lang": "de"}
+    # The card says so: its model reads and writes such text.
+    assert "reads and writes **lowercased, Moses-tokenized** text" in (folder / "README.md").read_text(encoding="utf-8")
+    assert "Moses-tokenized** text" not in (smoke_run[0] / "README.md").read_text(encoding="utf-8")
 
 
 def test_the_pipeline_prepares_a_natural_sentence_as_training_prepared_its_text(lowercase_run, smoke_run):

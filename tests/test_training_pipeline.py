@@ -103,6 +103,7 @@ def test_the_card_is_about_its_own_model_alone_and_valid_for_the_hub(smoke_run):
     }
     assert card.data.datasets is None  # local files are no Hub dataset id
     text = card.text
+    assert f"# {output.name}\n" in text and f"vt-export ctranslate2 {output.name} {output.name}-ct2" in text
     for other in ("Multi30K", "Tatoeba", "run 14", "wu2021", "47 minutes", "How the configuration was chosen"):
         assert other not in text, other
     steps, bleu = report["summary"]["steps"], report["results"]["averaged (last 2)"]["test"]["bleu"]

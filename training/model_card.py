@@ -30,7 +30,12 @@ KNOWN_DATASETS = {
 def hardware_description() -> str:
     if torch.cuda.is_available():
         return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
-    return f"a CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return f"a CPU ({platform.processor() or platform.machine()}, {threads} thread{'s' if threads > 1 else ''})"
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} minutes" if seconds >= 120 else f"{seconds:.0f} seconds"
 
 
 def evaluation_results(task_languages: tuple[str, str], dataset: str, results: dict[str, dict]) -> list[EvalResult]:
@@ -105,6 +110,7 @@ def render_model_card(
     card = ModelCard.from_template(
         card_data,
         template_path=str(TEMPLATE),
+        model_name=name,  # ModelCardData keeps it for the model-index only
         repo_id=repo_id,
         source_lang=source_lang,
         target_lang=target_lang,
@@ -115,8 +121,8 @@ def render_model_card(
         example_source=example_source.replace("\\", "\\\\").replace('"', '\\"'),
         hardware=hardware_description(),
         summary=(
-            f"{summary['steps']:,} steps ({summary['epochs']} epochs) in {summary['wall_time_s'] / 60:.0f} minutes "
-            f"in all, {summary['train_tokens_per_s']:,} training tokens/s"
+            f"{summary['steps']:,} steps ({summary['epochs']} epochs) in {duration(summary['wall_time_s'])} in all, "
+            f"{summary['train_tokens_per_s']:,} training tokens/s"
         ),
         settings=settings,
         shipped_model=summary["shipped_model"],

@@ -24,7 +24,7 @@ from transformers import (
 )
 
 from vanilla_transformer import TranslationPipeline, VanillaTransformerForConditionalGeneration
-from vanilla_transformer.pipeline_vanilla_transformer import shortest_first
+from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, shortest_first
 
 from .allocator import reuse_freed_memory
 from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
@@ -260,7 +260,7 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
         generation={k: getattr(args, k) for k in ("num_beams", "length_penalty", "max_length_beyond_source")},
         example_source=corpus[list(results["last"])[-1]]["source"][0],
         # The model then reads and writes that text (e.g. lowercased and tokenized): the card must say so.
-        text_preprocessing=data_args.preprocess.replace("_", ", ") if data_args.preprocess != "none" else None,
+        text_preprocessing="lowercased, Moses-tokenized" if data_args.preprocess == LOWERCASE_TOKENIZED else None,
     )
     (output_dir / "README.md").write_text(card, encoding="utf-8")
     report = {"summary": summary, "results": results, "arguments": {"data": asdict(data_args), "seed": args.seed}}
