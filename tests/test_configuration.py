@@ -57,6 +57,8 @@ def test_round_trip_through_auto_config(tmp_path):
         ({"vocab_size": 3}, r"eos_token_id=3 is not a token id of the vocabulary \(vocab_size=3: ids 0 to 2\)"),
         ({"pad_token_id": 37000}, r"pad_token_id=37000 is not a token id"),
         ({"eos_token_id": [3, -1]}, r"eos_token_id=-1 is not a token id"),
+        ({"scale_embedding": "false"}, r"scale_embedding='false': must be true or false"),  # was read as true
+        ({"tie_word_embeddings": 0}, r"tie_word_embeddings=0: must be true or false"),
     ],
 )
 def test_bad_architecture_is_a_value_error_naming_the_value(overrides, named):

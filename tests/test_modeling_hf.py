@@ -504,11 +504,39 @@ def test_inputs_whose_shapes_or_types_disagree_are_a_value_error_naming_them(cha
         model(**inputs)
 
 
-def test_num_beams_below_one_is_a_value_error():
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"num_beams": 0}, r"num_beams=0: must be a whole number of at least 1 \(1 is greedy search\)"),
+        ({"num_beams": -1}, r"num_beams=-1: must be a whole number of at least 1"),
+        ({"num_beams": "4"}, r"num_beams='4': must be a whole number"),
+        ({"num_beams": 2.5}, r"num_beams=2.5: must be a whole number"),
+        ({"max_new_tokens": 2.5}, r"max_new_tokens=2.5: must be a whole number of at least 1"),
+        ({"num_return_sequences": 0}, r"num_return_sequences=0: must be a whole number of at least 1"),
+        ({"length_penalty": float("nan")}, r"length_penalty=nan: must be a finite number"),  # gave 1-2 tokens
+        ({"forced_bos_token_id": 500}, r"forced_bos_token_id=500 is not a token id of the vocabulary \(ids 0 to 98\)"),
+    ],
+)
+def test_generate_arguments_out_of_range_are_a_value_error_naming_them(settings, message):
     input_ids, attention_mask, _ = random_batch()
-    for beams in (0, -1):
-        with pytest.raises(ValueError, match=rf"num_beams={beams}: must be at least 1"):
-            tiny_model().generate(input_ids, attention_mask=attention_mask, num_beams=beams, max_new_tokens=3)
+    with pytest.raises(ValueError, match=r"generate\(\): " + message):
+        tiny_model().generate(input_ids, attention_mask=attention_mask, **{"max_new_tokens": 3, **settings})
+
+
+@pytest.mark.parametrize(
+    "file_text, message",
+    [
+        ('{"eos_token_id": 500}', r"eos_token_id=500 is not a token id"),  # decoded to the length limit
+        ('{"num_beams": "4"}', r"num_beams='4': must be a whole number"),
+        ('{"length_penalty": "0.6"}', r"length_penalty='0.6': must be a finite number"),
+        ("[4]", r"cannot be read \(a JSON list, not an object of settings\)"),
+    ],
+)
+def test_a_generation_config_out_of_range_is_refused_at_load_naming_the_file(tmp_path, file_text, message):
+    tiny_model().save_pretrained(tmp_path)
+    (tmp_path / "generation_config.json").write_text(file_text, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"generation_config\.json.*" + message):
+        AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
 
 
 def test_ids_of_tokens_added_by_resize_token_embeddings_are_accepted():

@@ -123,6 +123,14 @@ def misspelled_setting(d: Path):
     parse_arguments(["--config", str(d / "run.yaml")])
 
 
+def config_file(text: str) -> Callable[[Path], None]:
+    def parse(d: Path):
+        (d / "run.yaml").write_text(text, encoding="utf-8")
+        parse_arguments(["--config", str(d / "run.yaml"), "--data_dir", "data", "--output_dir", str(d)])
+
+    return parse
+
+
 def arguments(*flags: str) -> Callable[[Path], None]:
     return lambda d: parse_arguments(["--data_dir", "data", "--output_dir", str(d), *flags])
 
@@ -142,15 +150,21 @@ def model_call(**change: str) -> Callable[[Path], None]:
     return call
 
 
-def zero_beams(d: Path):
-    input_ids, attention_mask, _ = random_batch()
-    tiny_model().generate(input_ids, attention_mask=attention_mask, num_beams=0)
+def generate_with(**settings) -> Callable[[Path], None]:
+    def call(d: Path):
+        input_ids, attention_mask, _ = random_batch()
+        tiny_model().generate(input_ids, attention_mask=attention_mask, **settings)
+
+    return call
 
 
-def broken_generation_config(d: Path):
-    tiny_model().save_pretrained(d / "model")
-    (d / "model" / "generation_config.json").write_text('{"num_beams": 4,', encoding="utf-8")
-    AutoModelForSeq2SeqLM.from_pretrained(d / "model")
+def generation_config_file(text: str) -> Callable[[Path], None]:
+    def load(d: Path):
+        tiny_model().save_pretrained(d / "model")
+        (d / "model" / "generation_config.json").write_text(text, encoding="utf-8")
+        AutoModelForSeq2SeqLM.from_pretrained(d / "model")
+
+    return load
 
 
 def non_string(d: Path):
@@ -292,7 +306,13 @@ CASES = [
         "`--bpe_dropout 0.1 --model_type unigram`",
         arguments("--bpe_dropout", "0.1", "--model_type", "unigram"),
     ),
+    ("vt-train", "YAML `max_tokens: true`", config_file("max_tokens: true\n")),
+    ("vt-train", "YAML `max_steps: [8]`", config_file("max_steps: [8]\n")),
+    ("vt-train", "a YAML key given twice", config_file("max_steps: 5\nmax_steps: 6\n")),
+    ("vt-train", "`--config A --config B`", arguments("--config", "a.yaml", "--config", "b.yaml")),
+    ("vt-train", "`--fp16` on a CPU", arguments("--fp16")),
     ("configuration", "`dropout=1.5`", config(dropout=1.5)),
+    ("configuration", "`scale_embedding='false'` (a string in config.json)", config(scale_embedding="false")),
     ("configuration", "`d_model=0`", config(d_model=0)),
     ("configuration", "`vocab_size=3` (below the special ids)", config(vocab_size=3)),
     ("configuration", "`decoder_ffn_dim='2048'`", config(decoder_ffn_dim="2048")),
@@ -301,8 +321,11 @@ CASES = [
     ("model", "labels and decoder_input_ids of other lengths", model_call(decoder_input_ids="labels[:, :3]")),
     ("model", "float input_ids", model_call(input_ids="input_ids.float()")),
     ("model", "an empty batch", model_call(input_ids="input_ids[:0]", labels="labels[:0]")),
-    ("model", "`generate(num_beams=0)`", zero_beams),
-    ("model", "a broken `generation_config.json`", broken_generation_config),
+    ("model", "`generate(num_beams=0)`", generate_with(num_beams=0)),
+    ("model", "`generate(length_penalty=float('nan'))`", generate_with(length_penalty=float("nan"))),
+    ("model", "`generate(max_new_tokens=2.5)`", generate_with(max_new_tokens=2.5)),
+    ("model", "a broken `generation_config.json`", generation_config_file('{"num_beams": 4,')),
+    ("model", "`generation_config.json` with `eos_token_id: 500`", generation_config_file('{"eos_token_id": 500}')),
     ("pipeline", "`translator(['a dog', 3])`", non_string),
     ("vt-train", "`--output_dir` a folder of other files (`README.md`)", train_into_a_project_folder),
     ("vt-average-checkpoints", "`--output_dir RUN` (the run itself)", average_into(".")),

@@ -193,6 +193,30 @@ def test_a_misspelled_config_setting_names_the_file_and_the_setting(tmp_path):
         parse_arguments(["--config", str(config)])
 
 
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("max_tokens: true\n", "argument --max_tokens/--max-tokens: invalid int value: 'true'"),  # was a 1-token budget
+        ("max_steps: 8.5\n", "argument --max_steps/--max-steps: invalid int value: '8.5'"),
+        ("max_steps: [8]\n", r"max_steps: \[8\] is not one value; max_steps takes one"),
+        ("max_steps: 5\nwarmup_steps: 2\nmax_steps: 6\n", "'max_steps' is given twice \\(again on line 3\\)"),
+    ],
+)
+def test_config_values_are_checked_as_the_command_lines_are(tmp_path, yaml_text, message):
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml_text, encoding="utf-8")
+    with pytest.raises(SystemExit, match=message):
+        parse_arguments(["--config", str(config), "--data_dir", "examples/tiny"])
+
+
+def test_one_word_for_a_list_is_a_list_of_one_and_a_second_config_is_refused(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("test_prefixes: test\n", encoding="utf-8")  # iterated letter by letter before
+    assert parse_arguments(["--config", str(config), "--data_dir", "examples/tiny"])[1].test_prefixes == ["test"]
+    with pytest.raises(SystemExit, match="--config is given twice"):  # the second was ignored before
+        parse_arguments(["--config", str(config), "--config", "missing.yaml"])
+
+
 def test_bf16_is_left_to_a_measurement_unless_a_flag_says():
     def parsed(*flags: str):
         return parse_arguments([*SMOKE, "--output_dir", "elsewhere", *flags])[-1]
@@ -200,7 +224,8 @@ def test_bf16_is_left_to_a_measurement_unless_a_flag_says():
     assert parsed().bf16 is None and parsed().mixed_precision == "no"  # undecided: the Trainer would read it as off
     assert parsed("--bf16").bf16 is True and parsed("--bf16").mixed_precision == "bf16"
     assert parsed("--bf16", "false").bf16 is False
-    assert parsed("--fp16").bf16 is False
+    with pytest.raises(SystemExit, match="--fp16 needs a CUDA GPU"):  # on a CPU it was silently ignored
+        parsed("--fp16")
     args = parsed()
     args.set_bf16(False)
     assert (args.bf16, args.mixed_precision) == (False, "no")

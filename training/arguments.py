@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import difflib
 import sys
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -162,6 +163,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--label_smoothing_factor {self.label_smoothing_factor}: must be in [0, 1).")
         if not 0 <= self.bpe_dropout < 1:
             raise ValueError(f"--bpe_dropout {self.bpe_dropout}: must be in [0, 1) (0: off).")
+        if self.fp16 and not torch.cuda.is_available():
+            raise ValueError("--fp16 needs a CUDA GPU (a CPU run would ignore it): leave it out, or use --bf16.")
         if self.fp16 and self.bf16 is None:
             self.bf16 = False
         if self.dataloader_num_workers is None:
@@ -200,10 +203,25 @@ REPLACED_BY_THE_RECIPE = {
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, VocabularyArguments, TranslationTrainingArguments)
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is given twice (again on line {key_node.start_mark.line + 1})"
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_config(path: str) -> dict:
     """The settings of a YAML config file (null values left out: they keep the argument's default)."""
     try:
-        settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        settings = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise SystemExit(f"error: cannot read the config file {path}: {error}") from None
     if not isinstance(settings, dict):
@@ -211,6 +229,28 @@ def read_config(path: str) -> dict:
             f"error: {path}: expected a mapping of argument names to values, got {type(settings).__name__}."
         )
     return {name: value for name, value in settings.items() if value is not None}
+
+
+def config_flags(settings: dict, config: str) -> tuple[list[str], dict]:
+    """A config file's settings as command-line flags, so that argparse checks their types as it checks the command
+    line's (a YAML `max_tokens: true` or `max_steps: 8.5` is refused, not taken as given), and the empty lists that no
+    flag can say, as defaults."""
+    list_fields = {
+        entry.name
+        for arguments in ARGUMENT_CLASSES
+        for entry in dataclasses.fields(arguments)
+        if list in {typing.get_origin(entry.type), *map(typing.get_origin, typing.get_args(entry.type))}
+    }
+    flags, empty_lists = [], {}
+    for name, value in settings.items():
+        if isinstance(value, dict) or (isinstance(value, list) and name not in list_fields):
+            raise SystemExit(f"error: {config}: {name}: {value!r} is not one value; {name} takes one.")
+        if value == []:
+            empty_lists[name] = []
+            continue
+        values = value if isinstance(value, list) else [value]
+        flags += [f"--{name}", *(str(item).lower() if isinstance(item, bool) else str(item) for item in values)]
+    return flags, empty_lists
 
 
 def parse_arguments(argv: list[str] | None = None):
@@ -227,6 +267,8 @@ def parse_arguments(argv: list[str] | None = None):
     )
     parser.add_argument("--config", metavar="FILE", help="A YAML file of settings (flags on the command line win).")
     settings, config = {}, None
+    if argv.count("--config") > 1:
+        raise SystemExit("error: --config is given twice: give one YAML file (flags on the command line override it).")
     if "--config" in argv:
         at = argv.index("--config")
         if at + 1 >= len(argv):
@@ -248,10 +290,12 @@ def parse_arguments(argv: list[str] | None = None):
         raise SystemExit(f"error: --{name} has no effect here: {REPLACED_BY_THE_RECIPE[name]}")
     if given & set(DATA_SOURCES):  # a data source on the command line replaces the config's, not joins it
         settings = {name: value for name, value in settings.items() if name not in DATA_SOURCES}
-    parser.set_defaults(**settings)  # the file's settings replace the defaults; the command line still wins
+    flags, empty_lists = config_flags(settings, config)
+    parser.set_defaults(**empty_lists)
     try:
-        # The last item would be the namespace of --config, which was read above: only the dataclasses are returned.
-        parsed = tuple(parser.parse_args_into_dataclasses(args=argv)[: len(ARGUMENT_CLASSES)])
+        # The file's settings come first, as flags: the command line's, later, win. The last item would be the
+        # namespace of --config, which was read above: only the dataclasses are returned.
+        parsed = tuple(parser.parse_args_into_dataclasses(args=flags + argv)[: len(ARGUMENT_CLASSES)])
     except (argparse.ArgumentError, ValueError) as error:  # a malformed value, or one a dataclass refused
         raise SystemExit(f"error: {f'{config} with the command line: ' if config else ''}{error}") from None
     model_args, _, vocab_args, training_args = parsed

@@ -21,6 +21,7 @@ POSITIVE_INTEGERS = (
     "decoder_ffn_dim",
 )
 PROBABILITIES = ("dropout", "attention_dropout", "activation_dropout")
+BOOLEANS = ("scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings")
 SPECIAL_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 # The paper's big model (Table 3, row "big") differs from the base model in these fields only.
@@ -128,6 +129,10 @@ class VanillaTransformerConfig(PretrainedConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}={value!r}: must be a whole number of at least 1.")
+        for name in BOOLEANS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):  # a config.json's "false" is a string, which Python reads as true
+                raise ValueError(f"{name}={value!r}: must be true or false.")
         for name in PROBABILITIES:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:

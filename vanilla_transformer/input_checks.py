@@ -4,7 +4,11 @@ ValueError that names the input and the value, instead of an index error deep in
 Imported by the modeling file, and so copied beside it into saved model folders.
 """
 
+import json
+import math
+
 import torch
+from transformers import GenerationConfig
 from transformers.utils import is_torchdynamo_compiling
 
 
@@ -102,6 +106,56 @@ def check_labels(labels: torch.Tensor, vocab_size: int, decoder_input_ids: torch
         )
 
 
-def check_num_beams(num_beams: int | None) -> None:
-    if num_beams is not None and num_beams < 1:
-        raise ValueError(f"num_beams={num_beams}: must be at least 1 (1 is greedy search).")
+# Generation settings that are whole numbers, with their least value; and those that name a token.
+GENERATION_COUNTS = {
+    "num_beams": 1,
+    "num_return_sequences": 1,
+    "max_new_tokens": 1,
+    "max_length": 1,
+    "min_new_tokens": 0,
+    "max_length_beyond_source": 0,
+}
+GENERATION_TOKENS = (
+    "eos_token_id",
+    "pad_token_id",
+    "bos_token_id",
+    "decoder_start_token_id",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+)
+
+
+def check_generation_settings(settings: dict, vocab_size: int, where: str) -> None:
+    """Decoding settings of a generate() call or of a generation_config.json (`where` names which): counts are whole
+    numbers in range, the length penalty a finite number, token ids in the vocabulary. transformers accepts most
+    wrong values and fails far from them, or decodes to the length limit (an end-of-sentence id it never meets)."""
+    for name, least in GENERATION_COUNTS.items():
+        value = settings.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            hint = " (1 is greedy search)" if name == "num_beams" else ""
+            raise ValueError(f"{where}: {name}={value!r}: must be a whole number of at least {least}{hint}.")
+    penalty = settings.get("length_penalty")
+    if penalty is not None and (
+        isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not math.isfinite(penalty)
+    ):
+        raise ValueError(f"{where}: length_penalty={penalty!r}: must be a finite number.")
+    for name in GENERATION_TOKENS:
+        value = settings.get(name)
+        for token_id in value if isinstance(value, list) else [value]:
+            if token_id is not None and not (isinstance(token_id, int) and 0 <= token_id < vocab_size):
+                raise ValueError(
+                    f"{where}: {name}={token_id!r} is not a token id of the vocabulary (ids 0 to {vocab_size - 1})."
+                )
+
+
+def check_generation_file(path: str, vocab_size: int) -> None:
+    """A generation_config.json that transformers can read, with settings in range; else a ValueError naming it."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            settings = json.load(file)
+        if not isinstance(settings, dict):
+            raise TypeError(f"a JSON {type(settings).__name__}, not an object of settings")
+        GenerationConfig.from_dict(settings)
+    except (OSError, ValueError, TypeError) as error:
+        raise ValueError(f"{path} cannot be read ({error}): repair or delete it.") from None
+    check_generation_settings(settings, vocab_size, path)

@@ -14,7 +14,6 @@ folders and load with `trust_remote_code=True` where this package is not install
 """
 
 import contextlib
-import json
 import math
 import os
 from collections.abc import Callable
@@ -32,7 +31,13 @@ from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdyn
 from typing_extensions import Unpack
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .input_checks import check_labels, check_num_beams, check_seq2seq_inputs, check_token_ids
+from .input_checks import (
+    check_generation_file,
+    check_generation_settings,
+    check_labels,
+    check_seq2seq_inputs,
+    check_token_ids,
+)
 from .transformers_versions import (
     ALL_ATTENTION_FUNCTIONS,
     BaseModelOutputWithPastAndCrossAttentions,
@@ -721,10 +726,10 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         at most (source length + that many) tokens are generated. A length in the arguments always wins.
         """
         config = generation_config if generation_config is not None else self.generation_config
-        check_num_beams(kwargs.get("num_beams", config.num_beams))
+        vocab_size = self.get_input_embeddings().num_embeddings
+        check_generation_settings({**config.to_dict(), **kwargs}, vocab_size, "generate()")
         source = inputs if inputs is not None else kwargs.get("input_ids")
         if source is not None:
-            vocab_size = self.get_input_embeddings().num_embeddings
             check_token_ids(source, vocab_size, "input_ids", values=True)  # once per call, also on a GPU
         beyond = getattr(config, "max_length_beyond_source", None)
         length_given = any(kwargs.get(k) is not None for k in ("max_length", "max_new_tokens"))
@@ -742,37 +747,30 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return cache
 
     def adjust_generation_fn(self, generation_config, from_auto_class, from_pipeline, name_or_path, *args, **kwargs):
-        """After `from_pretrained` read the folder's generation config (transformers 5.x calls this; 4.57 does not):
-        see `checked_generation_config`. Hub repositories are left to transformers."""
+        """After `from_pretrained` read the folder's generation config (transformers 5.x calls this; 4.57 does not).
+        transformers' loader fails deep in a broken generation_config.json, takes values out of range, and falls back
+        on its defaults (greedy, at most 20 tokens) without a word where there is none: a bad file is an error naming
+        it instead, and a missing one gives the paper's settings with a warning. Hub repositories are left to it."""
+        folder = name_or_path if generation_config is None and name_or_path and os.path.isdir(name_or_path) else None
+        path = os.path.join(folder, "generation_config.json") if folder else None
+        if path and os.path.isfile(path):
+            check_generation_file(path, self.config.vocab_size)
         super().adjust_generation_fn(generation_config, from_auto_class, from_pipeline, name_or_path, *args, **kwargs)
-        if generation_config is None and name_or_path and os.path.isdir(name_or_path):
-            self.generation_config = checked_generation_config(self.config, str(name_or_path), self.generation_config)
+        if path and not os.path.isfile(path):
+            logger.warning(
+                "%s has no generation_config.json: generating with the paper's settings (beam 4, length penalty 0.6, "
+                "at most source length + 50 tokens) instead of transformers' defaults (greedy, at most 20 tokens).",
+                folder,
+            )
+            special_ids = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+            self.generation_config = GenerationConfig(
+                **PAPER_GENERATION, **{name: getattr(self.config, name) for name in special_ids}
+            )
 
 
 # §6.1: "beam search with a beam size of 4 and length penalty alpha = 0.6 ... maximum output length to input length
 # + 50, but terminate early when possible". What training.train saves in every model folder's generation_config.json.
 PAPER_GENERATION = {"num_beams": 4, "length_penalty": 0.6, "max_length_beyond_source": 50, "early_stopping": True}
-
-
-def checked_generation_config(config: VanillaTransformerConfig, folder: str, loaded: GenerationConfig):
-    """`loaded` when the folder's generation_config.json could be read. Where it could not, transformers' loader has
-    fallen back on its defaults (greedy, at most 20 tokens) without a word: a broken file is an error naming it
-    instead, and a missing one gives the paper's settings with a warning."""
-    path = os.path.join(folder, "generation_config.json")
-    if os.path.isfile(path):
-        try:
-            with open(path, encoding="utf-8") as file:
-                GenerationConfig.from_dict(json.load(file))
-        except (OSError, ValueError, TypeError) as error:
-            raise ValueError(f"{path} cannot be read ({error}): repair or delete it.") from None
-        return loaded
-    logger.warning(
-        "%s has no generation_config.json: generating with the paper's settings (beam 4, length penalty 0.6, at most "
-        "source length + 50 tokens) instead of transformers' defaults (greedy, at most 20 tokens).",
-        folder,
-    )
-    special_ids = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
-    return GenerationConfig(**PAPER_GENERATION, **{name: getattr(config, name) for name in special_ids})
 
 
 __all__ = [
