@@ -101,9 +101,27 @@ def test_training_never_writes_over_a_folder_that_is_not_a_run(run_copy, tmp_pat
     with pytest.raises(OutputFolderError, match=r"is the model that --model_name_or_path fine-tunes"):
         train_main([*SMOKE, "--model_name_or_path", str(run_copy), "--output_dir", str(run_copy)])
     assert listing(tmp_path) == before
+    (project / "results.json").write_text('{"accuracy": 0.9}\n', encoding="utf-8")  # somebody else's results
+    with pytest.raises(OutputFolderError, match=r"holds files that are not a training run's"):
+        check_output_folder(project, None)
     (tmp_path / "empty").mkdir()
-    for earlier_run in (run_copy, tmp_path / "empty", tmp_path / "new"):
+    finished = Path(shutil.copytree(run_copy, tmp_path / "finished", ignore=shutil.ignore_patterns("checkpoint-*")))
+    (finished / "vocabulary_training.json").unlink()  # as a fine-tuning run leaves it: its results.json marks it
+    for earlier_run in (run_copy, finished, tmp_path / "empty", tmp_path / "new"):
         check_output_folder(earlier_run, None)  # a finished run (run again, it resumes), empty, new
+
+
+def test_half_written_folders_of_killed_processes_are_cleaned_and_those_of_running_ones_kept(tmp_path):
+    from vanilla_transformer.training.folders import write_folder
+
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead, alive = tmp_path / f".out.partial-{int(exited.stdout)}", tmp_path / f".out.partial-{os.getppid()}"
+    for left in (dead, alive):
+        left.mkdir()
+        (left / "model.bin").write_bytes(b"half")
+    write_folder(tmp_path / "out", lambda folder: folder.mkdir() or (folder / "done").write_text("yes"))
+    assert (tmp_path / "out" / "done").read_text() == "yes"
+    assert not dead.exists() and alive.exists()  # a process that still runs may be writing it
 
 
 @pytest.mark.parametrize("target", ["run", ".", "..", "run/checkpoint-80", "notes"])
@@ -137,6 +155,37 @@ def test_exporting_with_force_replaces_an_earlier_export_and_a_failure_keeps_it(
         export_main(["ctranslate2", str(run_copy), str(export), "--force", "--quantization", "int8"])
     assert listing(export) == float32
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no partial or old folder
+
+
+# Killed while writing the model folder at the end: tokenizer_config.json truncated (0 bytes), as a kill -9 in the
+# middle of the write leaves it.
+DIE_WHILE_WRITING_THE_MODEL = """
+import os, signal, sys
+import vanilla_transformer.training.train as train
+
+def truncate_then_die(folder):
+    open(os.path.join(folder, "tokenizer_config.json"), "w").close()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+train.make_tokenizer_config_portable = truncate_then_die
+sys.argv = ["train", *sys.argv[1:]]
+train.cli()
+"""
+
+
+@pytest.mark.slow
+def test_a_run_killed_while_writing_its_model_folder_finishes_when_run_again(tmp_path):
+    output = tmp_path / "run"
+    arguments = [*SMOKE, "--output_dir", str(output), "--max_steps", "20", "--average_checkpoints", "0"]
+    killed = run([sys.executable, "-c", DIE_WHILE_WRITING_THE_MODEL, *arguments])
+    assert killed.returncode == -9, killed.stdout[-2000:] + killed.stderr[-2000:]
+    assert json.loads((output / "tokenizer_config.json").read_text())  # the run folder's own copy is whole
+    finished = run([sys.executable, "-m", "vanilla_transformer.training.train", *arguments])
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    for name in ("config.json", "tokenizer_config.json", "generation_config.json", "results.json"):
+        assert json.loads((output / name).read_text()), name
+    assert json.loads((output / "results.json").read_text())["summary"]["steps"] == 20
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith(".")]  # no half-written folder left
 
 
 @pytest.mark.slow
@@ -203,10 +252,17 @@ def test_a_vocabulary_left_in_the_output_folder_is_reused_only_for_the_same_sett
     assert "tokenizer.json was trained with" in changed.stderr and "'vocab_size': 120" in changed.stderr
     assert "'vocab_size': 100" in changed.stderr and "Traceback" not in changed.stderr
 
-    # Without checkpoints to resume, the old vocabulary belongs to nothing: a new one is trained.
+    # Without checkpoints, a finished model of the old vocabulary is not trained over with another (it was)...
     settings = VocabularyArguments(vocab_size=100)
     corpus = load_parallel_corpus(parse_arguments([*SMOKE, "--output_dir", "x"])[1], seed=1)
-    fresh = Path(shutil.copytree(run_copy, tmp_path / "fresh", ignore=shutil.ignore_patterns("checkpoint-*")))
+    finished = Path(shutil.copytree(run_copy, tmp_path / "finished", ignore=shutil.ignore_patterns("checkpoint-*")))
+    with pytest.raises(CorpusError, match=r"and the trained model in .* belong to the old vocabulary"):
+        load_or_train_tokenizer(ModelArguments(), settings, corpus, finished, resuming=False)
+    # ... but a vocabulary with neither checkpoints nor a model (a run killed early) belongs to nothing: a new one.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocabulary_training.json"):
+        shutil.copy(run_copy / name, fresh / name)
     tokenizer = load_or_train_tokenizer(ModelArguments(), settings, corpus, fresh, resuming=False)
     assert len(tokenizer) == 100
     assert len(load_or_train_tokenizer(ModelArguments(), settings, corpus, fresh, resuming=True)) == 100  # reused

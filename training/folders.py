@@ -47,12 +47,28 @@ def first_names(entries: Sequence[str], most: int = 5) -> str:
 
 
 def partial_folder(target: Path) -> Path:
-    """The temporary name beside `target` that its new content is written under; none is left from before (a killed
-    process with the same id)."""
+    """The temporary name beside `target` that its new content is written under. None is left from before: neither
+    this process id's, nor those of killed processes (whose half-written folders would otherwise stay forever)."""
     target = target.resolve()  # "." has no name to put beside
+    for left in target.parent.glob(f".{target.name}.partial-*"):
+        pid = left.name.rpartition("-")[2]
+        if pid.isdigit() and not process_running(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     return partial
+
+
+def process_running(pid: int) -> bool:
+    if os.name == "nt":  # Windows' os.kill ends the process: there, never take a folder for a dead process's
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: nothing is sent, the process is only looked up
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # running, as another user
+        return True
+    return True
 
 
 def replace_folder(new: Path, target: Path) -> None:
@@ -78,3 +94,16 @@ def write_folder(target: Path, write: Callable[[Path], None]) -> Path:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return target
+
+
+def write_files_into(target: Path, write: Callable[[Path], None], last: str) -> None:
+    """`write(folder)` fills a new folder beside `target`; then each of its files replaces its namesake in `target`
+    by a rename, `last` at the end: a kill leaves every file of `target` whole, the old one or the new one."""
+    staging = partial_folder(target)
+    try:
+        staging.mkdir()
+        write(staging)
+        for name in sorted((path.name for path in staging.iterdir()), key=lambda name: name == last):
+            os.replace(staging / name, target / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

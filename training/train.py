@@ -30,9 +30,9 @@ from .allocator import reuse_freed_memory
 from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
 from .average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
-from .checkpoints import newest_complete_checkpoint, numbered_checkpoints
+from .checkpoints import WEIGHTS, newest_complete_checkpoint, numbered_checkpoints
 from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
-from .folders import first_names
+from .folders import first_names, write_files_into
 from .hub import make_tokenizer_config_portable, publish
 from .metrics import decode, make_compute_metrics, translation_scores
 from .model_card import render_model_card
@@ -59,11 +59,13 @@ def load_or_train_tokenizer(
     if earlier == record or (earlier is None and resuming and (output_dir / "tokenizer.json").exists()):
         logger.info("Reusing the vocabulary in %s", output_dir)
         return AutoTokenizer.from_pretrained(output_dir)
-    if earlier is not None and resuming:
+    # What of the old vocabulary's run a new vocabulary would orphan or write over.
+    trained = "checkpoints" if resuming else "trained model" if (output_dir / WEIGHTS).exists() else None
+    if earlier is not None and trained:
         raise CorpusError(
             f"{output_dir / 'tokenizer.json'} was trained with {earlier['settings']} on {earlier['training_pairs']} "
             f"pairs (sha256 {earlier['sha256'][:12]}); this command asks for {record['settings']} on "
-            f"{record['training_pairs']} pairs (sha256 {record['sha256'][:12]}), and the checkpoints in {output_dir} "
+            f"{record['training_pairs']} pairs (sha256 {record['sha256'][:12]}), and the {trained} in {output_dir} "
             "belong to the old vocabulary. Use a new --output_dir, or remove the old run to start over."
         )
     tokenizer = train_tokenizer((s for column in ("source", "target") for s in train[column]), vocab_args)
@@ -138,6 +140,16 @@ class OutputFolderError(ValueError):
     """--output_dir holds files that this run would write over and that are not an earlier run's."""
 
 
+def run_report(folder: Path) -> dict | None:
+    """The results.json that a run of this script wrote in `folder` (a JSON object with its summary and results);
+    None where there is none, or where the file is somebody else's."""
+    try:
+        report = json.loads((folder / RESULTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) and {"summary", "results"} <= set(report) else None
+
+
 def check_output_folder(output_dir: Path, base_model: str | None) -> None:
     """Refuse an --output_dir where the run would write over what is not its own: the model folder being fine-tuned,
     or a folder that holds something but no mark of a run of this script (the vocabulary record, a checkpoint,
@@ -151,7 +163,7 @@ def check_output_folder(output_dir: Path, base_model: str | None) -> None:
     if not output_dir.is_dir():  # new (a file is refused with the arguments: training.arguments.check_folders)
         return
     entries = sorted(entry.name for entry in output_dir.iterdir())
-    if not entries or {VOCABULARY_RECORD, RESULTS} & set(entries) or numbered_checkpoints(output_dir):
+    if not entries or VOCABULARY_RECORD in entries or numbered_checkpoints(output_dir) or run_report(output_dir):
         return
     raise OutputFolderError(
         f"--output_dir {output_dir} holds files that are not a training run's ({first_names(entries)}), and the run "
@@ -243,8 +255,6 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
     # Model, tokenizer, and the pipeline's code named in config.json: `pipeline("translation", model=folder,
     # trust_remote_code=True)` then works where this package is not installed.
     shipped = TranslationPipeline(model=trainer.model, tokenizer=trainer.processing_class, device=trainer.model.device)
-    shipped.save_pretrained(output_dir)
-    make_tokenizer_config_portable(output_dir)
     config = trainer.model.config.to_dict()
     card = render_model_card(
         repo_id=args.hub_model_id or output_dir.name,
@@ -262,9 +272,17 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
         # The model then reads and writes that text (e.g. lowercased and tokenized): the card must say so.
         text_preprocessing="lowercased, Moses-tokenized" if data_args.preprocess == LOWERCASE_TOKENIZED else None,
     )
-    (output_dir / "README.md").write_text(card, encoding="utf-8")
     report = {"summary": summary, "results": results, "arguments": {"data": asdict(data_args), "seed": args.seed}}
-    (output_dir / RESULTS).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+
+    def write(folder: Path) -> None:
+        shipped.save_pretrained(folder)
+        make_tokenizer_config_portable(folder)
+        (folder / "README.md").write_text(card, encoding="utf-8")
+        (folder / RESULTS).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+
+    # A kill while writing (a full disk, kill -9) leaves the run folder's files whole, so that a rerun of the same
+    # command reads its vocabulary and finishes; results.json, what marks the run finished, comes last.
+    write_files_into(output_dir, write, last=RESULTS)
 
 
 def main(argv: list[str] | None = None) -> dict:
