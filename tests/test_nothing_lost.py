@@ -111,6 +111,22 @@ def test_training_never_writes_over_a_folder_that_is_not_a_run(run_copy, tmp_pat
         check_output_folder(earlier_run, None)  # a finished run (run again, it resumes), empty, new
 
 
+def test_a_run_is_not_resumed_with_settings_other_than_it_was_started_with(tmp_path):
+    """A finished run started again with another learning rate trained nothing and shipped the old model under a card
+    claiming the new rate; a larger --max_steps (training on) or other evaluations are no such change."""
+    output = tmp_path / "run"
+    arguments = [*SMOKE, "--output_dir", str(output), "--max_steps", "10", "--save_steps", "10"]
+    arguments += ["--average_checkpoints", "0", "--max_eval_samples", "2"]
+    train_main(arguments)
+    for flags, named in (
+        (["--lr_scale", "0.5"], "lr_scale 0.3 -> 0.5"),
+        (["--max_tokens", "256", "--dropout", "0.3"], "dropout None -> 0.3, max_tokens 512 -> 256"),
+    ):
+        with pytest.raises(OutputFolderError, match=rf"holds a run started with other settings \({named}\)"):
+            train_main([*arguments, *flags])
+    assert train_main([*arguments, "--max_steps", "20", "--eval_strategy", "no"])["summary"]["steps"] == 20
+
+
 def test_half_written_folders_of_killed_processes_are_cleaned_and_those_of_running_ones_kept(tmp_path):
     from vanilla_transformer.training.folders import write_folder
 

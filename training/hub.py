@@ -24,6 +24,7 @@ NOT_PUBLISHED = [
     ".*",
     "*/.*",
     VOCABULARY_RECORD,
+    "run_settings.json",  # training.train.RUN_SETTINGS
 ]
 
 

@@ -43,6 +43,25 @@ from .tokenizer import VOCABULARY_RECORD, record_text_preprocessing, special_tok
 logger = logging.getLogger(__name__)
 
 RESULTS = "results.json"  # the finished run's scores and timings, beside the model (tools.report reads it)
+RUN_SETTINGS = "run_settings.json"  # the settings that shape the run, beside its checkpoints
+# The training settings that shape the model a run trains (not its length, evaluations or checkpoints: a run may be
+# trained on with a larger --max_steps): a rerun that resumes the run's checkpoints must ask for the same.
+SHAPING_SETTINGS = (
+    "learning_rate",
+    "lr_scale",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "max_tokens",
+    "gradient_accumulation_steps",
+    "label_smoothing_factor",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "weight_decay",
+    "max_grad_norm",
+    "bpe_dropout",
+    "seed",
+)
 
 
 def load_or_train_tokenizer(
@@ -72,6 +91,32 @@ def load_or_train_tokenizer(
     tokenizer.save_pretrained(output_dir)
     saved.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return tokenizer
+
+
+def run_settings(arguments: tuple) -> dict:
+    """The model's and the training's settings that shape a run, as JSON gives them back."""
+    model_args, _, _, args = arguments
+    settings = {**asdict(model_args), **{name: getattr(args, name) for name in SHAPING_SETTINGS}}
+    return json.loads(json.dumps(settings, default=str))
+
+
+def check_run_settings(output_dir: Path, settings: dict, resuming: bool) -> None:
+    """A run resumed from its checkpoints goes on with the settings it was started with: another learning rate,
+    batch size or model would train nothing new (a finished run) or mix two runs, and its card would claim the new
+    ones. The first process of a new run records them."""
+    saved = output_dir / RUN_SETTINGS
+    if not resuming or not saved.exists():  # runs from before the record are resumed as they are
+        if not resuming:
+            saved.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        return
+    earlier = json.loads(saved.read_text(encoding="utf-8"))
+    changed = {name: (earlier.get(name), value) for name, value in settings.items() if earlier.get(name) != value}
+    if changed:
+        listed = ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changed.items())
+        raise OutputFolderError(
+            f"{output_dir} holds a run started with other settings ({listed}): resuming it would mix two runs. "
+            "Use a new --output_dir, or this run's settings to resume it."
+        )
 
 
 def pairs_digest(pairs) -> str:
@@ -305,6 +350,8 @@ def main(argv: list[str] | None = None) -> dict:
         corpus = load_parallel_corpus(data_args, args.seed)
         output_dir.mkdir(parents=True, exist_ok=True)
         tokenizer = load_or_train_tokenizer(model_args, vocab_args, corpus, output_dir, resuming=checkpoint is not None)
+        if args.should_save:
+            check_run_settings(output_dir, run_settings(arguments), resuming=checkpoint is not None)
         record_text_preprocessing(tokenizer, data_args.preprocess, data_args.source_lang, data_args.target_lang)
         tokenized = tokenize_corpus(corpus, tokenizer, data_args)
 
