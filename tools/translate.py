@@ -120,9 +120,12 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
 
     def translate(lines: list[str]) -> list[str]:
         kept = [row for row, line in enumerate(lines) if line.strip()]  # blank lines give "", untranslated
-        ids = tokenizer([prepare(lines[row]) for row in kept])["input_ids"] if kept else []
-        longest = max(range(len(ids)), key=lambda row: len(ids[row]), default=None)
-        if longest is not None and len(ids[longest]) > positions:
+        translations = [""] * len(lines)
+        if not kept:
+            return translations
+        ids = tokenizer([prepare(lines[row]) for row in kept])["input_ids"]
+        longest = max(range(len(ids)), key=lambda row: len(ids[row]))
+        if len(ids[longest]) > positions:
             sentence = lines[kept[longest]]
             sentence = sentence if len(sentence) <= 40 else sentence[:40] + "..."
             raise CorpusError(
@@ -137,10 +140,9 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
             length_penalty=length_penalty,
             min_decoding_length=min_length,
             # The output too has only `positions` positions, the first of them the start token's.
-            max_decoding_length=min(args.max_new_tokens or len(ids[longest]) + beyond, positions - 1) if ids else 1,
+            max_decoding_length=min(args.max_new_tokens or len(ids[longest]) + beyond, positions - 1),
         )
         hypotheses = [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
-        translations = [""] * len(lines)
         for row, text in zip(kept, tokenizer.batch_decode(hypotheses, skip_special_tokens=True), strict=True):
             translations[row] = text.strip()
         return translations

@@ -84,26 +84,22 @@ def replace_folder(new: Path, target: Path) -> None:
     shutil.rmtree(old)
 
 
-def write_folder(target: Path, write: Callable[[Path], None]) -> Path:
-    """`write(folder)` fills a new folder beside `target`, which then replaces `target` by renames: a failure or a
-    kill leaves no half folder behind, and the old `target` as it was."""
+def write_folder(
+    target: Path, write: Callable[[Path], None], put_in_place: Callable[[Path, Path], None] = replace_folder
+) -> Path:
+    """`write(folder)` fills a new folder beside `target`, which `put_in_place` then puts at `target` by renames
+    (by default it replaces `target` whole): a failure or a kill leaves no half folder behind."""
     partial = partial_folder(target)
     try:
         write(partial)
-        replace_folder(partial, target)
+        put_in_place(partial, target)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return target
 
 
-def write_files_into(target: Path, write: Callable[[Path], None], last: str) -> None:
-    """`write(folder)` fills a new folder beside `target`; then each of its files replaces its namesake in `target`
-    by a rename, `last` at the end: a kill leaves every file of `target` whole, the old one or the new one."""
-    staging = partial_folder(target)
-    try:
-        staging.mkdir()
-        write(staging)
-        for name in sorted((path.name for path in staging.iterdir()), key=lambda name: name == last):
-            os.replace(staging / name, target / name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+def move_files_into(new: Path, target: Path, last: str) -> None:
+    """Each file of `new` replaces its namesake in `target` by a rename, `last` at the end: a kill leaves every file
+    of `target` whole, the old one or the new one."""
+    for name in sorted((path.name for path in new.iterdir()), key=lambda name: name == last):
+        os.replace(new / name, target / name)

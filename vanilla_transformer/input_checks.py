@@ -9,6 +9,7 @@ import math
 
 import torch
 from transformers import GenerationConfig
+from transformers.cache_utils import Cache
 from transformers.utils import is_torchdynamo_compiling
 
 
@@ -61,7 +62,7 @@ def check_seq2seq_inputs(
     inputs_embeds: torch.Tensor | None = None,
     decoder_inputs_embeds: torch.Tensor | None = None,
     encoder_hidden_states: torch.Tensor | None = None,
-    cached_length: int = 0,
+    cache: Cache | None = None,
 ) -> None:
     """Every input of an encoder-decoder forward, checked against the vocabulary and against each other."""
     if decoder_input_ids is None and decoder_inputs_embeds is None:
@@ -77,9 +78,7 @@ def check_seq2seq_inputs(
         if ids is not None and embeds is not None:
             raise ValueError(f"Pass {name} or its embeddings, not both.")
         check_token_ids(ids, vocab_size, name)
-    source = input_ids if input_ids is not None else inputs_embeds
-    if source is None:
-        source = encoder_hidden_states
+    source = next((tokens for tokens in (input_ids, inputs_embeds, encoder_hidden_states) if tokens is not None), None)
     target = decoder_input_ids if decoder_input_ids is not None else decoder_inputs_embeds
     check_batch_sizes(
         input_ids=input_ids,
@@ -90,9 +89,11 @@ def check_seq2seq_inputs(
     )
     if source is not None:
         check_attention_mask(attention_mask, source.shape[:2], "attention_mask")
-    check_attention_mask(
-        decoder_attention_mask, (target.shape[0], cached_length + target.shape[1]), "decoder_attention_mask"
-    )
+    if decoder_attention_mask is not None and decoder_attention_mask.dim() == 2:  # it covers the cached positions too
+        cached = cache.get_seq_length() if cache is not None else 0
+        check_attention_mask(
+            decoder_attention_mask, (target.shape[0], cached + target.shape[1]), "decoder_attention_mask"
+        )
 
 
 def check_labels(labels: torch.Tensor, vocab_size: int, decoder_input_ids: torch.Tensor | None, **inputs) -> None:

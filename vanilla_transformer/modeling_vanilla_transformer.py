@@ -595,7 +595,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             encoder_hidden_states=encoder_outputs.last_hidden_state if encoder_outputs is not None else None,
-            cached_length=cache.get_seq_length() if cache is not None else 0,
+            cache=cache,
         )
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
