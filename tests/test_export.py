@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from vanilla_transformer import TranslationPipeline
 from vanilla_transformer.tools.export import ExportError, export_ctranslate2
 from vanilla_transformer.tools.export import main as export_main
 from vanilla_transformer.tools.translate import main as translate_main
@@ -135,12 +136,14 @@ def test_the_export_ends_a_translation_at_its_first_step_as_generate_does(smoke_
 
 
 def test_what_cannot_be_exported_is_named(smoke_run, tmp_path):
-    with pytest.raises(ExportError, match=r"has no config\.json: it is not a model folder"):
+    with pytest.raises(
+        ExportError, match=r"has no config\.json \(the model's configuration\): it is not a model folder"
+    ):
         export_ctranslate2(tmp_path, tmp_path / "out")
     marian = tmp_path / "marian"
     marian.mkdir()
     (marian / "config.json").write_text(json.dumps({"model_type": "marian"}), encoding="utf-8")
-    with pytest.raises(ExportError, match=r"holds a 'marian' model, not a vanilla_transformer one"):
+    with pytest.raises(ExportError, match=r"config\.json describes a 'marian' model, not a vanilla_transformer one"):
         export_ctranslate2(marian, tmp_path / "out")
     odd = tmp_path / "odd"
     tiny_model(vocab_size=120, decoder_attention_heads=2, activation_function="gelu_fast").save_pretrained(odd)
@@ -165,6 +168,29 @@ def test_the_export_keeps_sources_and_outputs_within_its_positions(smoke_run, tm
     assert AutoTokenizer.from_pretrained(tmp_path / "ct2").model_max_length == positions
     capsys.readouterr()
     translate_main(["--engine", "ctranslate2", "--model", str(tmp_path / "ct2"), short])
-    assert len(capsys.readouterr().out.splitlines()) == 1
+    output = capsys.readouterr()
+    assert len(output.out.splitlines()) == 1
+    assert f"warning: 1 translation(s) cut at the {positions} positions that {tmp_path / 'ct2'} encodes" in output.err
     with pytest.raises(SystemExit, match=rf"A sentence of {lengths[long]} tokens .* longer than the {positions} pos"):
         translate_main(["--engine", "ctranslate2", "--model", str(tmp_path / "ct2"), short, long])
+
+
+def test_a_line_empty_once_normalised_translates_to_nothing_in_both_engines_and_the_pipeline(
+    smoke_run, tmp_path, capsys
+):
+    """One rule for an empty line (the model would read no token of it): "" everywhere, where the generate engine
+    and the pipeline invented a sentence for characters that the vocabulary's normalisation drops."""
+    lines = ["\u200b", "a dog", "\ufeff", "\x7f", " \u200b\u200b ", ""]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    export_main(["ctranslate2", str(smoke_run[0]), str(tmp_path / "ct2")])
+    outputs = []
+    for engine in (["--model", str(smoke_run[0])], ["--engine", "ctranslate2", "--model", str(tmp_path / "ct2")]):
+        capsys.readouterr()
+        translate_main([*engine, "--input", str(tmp_path / "in.txt")])
+        outputs.append(capsys.readouterr().out.split("\n")[:-1])
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(smoke_run[0]), AutoTokenizer.from_pretrained(smoke_run[0])
+    outputs.append(
+        [result["translation_text"] for result in TranslationPipeline(model=model, tokenizer=tokenizer)(lines)]
+    )
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert [line == "" for line in outputs[0]] == [True, False, True, True, True, True]

@@ -123,6 +123,18 @@ def test_an_empty_string_gives_an_empty_translation(translator):
     ]
 
 
+def test_a_tokenizer_that_is_not_the_models_is_refused(smoke_run):
+    """Another vocabulary of the model's size translates into garbage: training records the tokens in config.json
+    (`trained_vocabulary`), and the pipeline compares."""
+    model = AutoModelForSeq2SeqLM.from_pretrained(smoke_run[0])
+    assert model.config.trained_vocabulary["tokens"] == model.config.vocab_size
+    TranslationPipeline(model=model, tokenizer=AutoTokenizer.from_pretrained(smoke_run[0]))
+    words = word_tokenizer([f"w{i}" for i in range(model.config.vocab_size - 4)])
+    assert len(words) == model.config.vocab_size
+    with pytest.raises(ValueError, match="holds other tokens than the 120 the model was trained with"):
+        TranslationPipeline(model=model, tokenizer=words)
+
+
 @pytest.mark.parametrize("bad", [42, None, ["a dog", 3]])
 def test_a_non_string_is_a_type_error_naming_the_type(translator, bad):
     with pytest.raises(TypeError, match="not (int|NoneType)"):

@@ -4,26 +4,36 @@ rewrites it after a deliberate change of a message."""
 
 import argparse
 import contextlib
+import errno
 import gzip
 import io
+import json
 import os
+import re
 import shutil
+import socket
+import subprocess
 import sys
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from unittest import mock
 
 import datasets
 import huggingface_hub.constants
+import pytest
 import torch
-from transformers import AutoModelForSeq2SeqLM
+from safetensors import SafetensorError
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_transformer import TranslationPipeline, VanillaTransformerConfig
+from vanilla_transformer.tools.demo import main as demo_main
 from vanilla_transformer.tools.export import main as export_main
 from vanilla_transformer.tools.translate import main as translate_main
 from vanilla_transformer.tools.translate import positive_int
 from vanilla_transformer.tools.tune_decoding import main as tune_main
 from vanilla_transformer.tools.visualize import main as visualize_main
+from vanilla_transformer.training import one_line_errors
 from vanilla_transformer.training.arguments import parse_arguments
 from vanilla_transformer.training.average_checkpoints import main as average_main
 from vanilla_transformer.training.data import DataArguments, load_parallel_corpus, tokenize_corpus
@@ -279,6 +289,156 @@ def export_an_export(d: Path, run: Path):
     export_main(["ctranslate2", str(d / "ct2"), str(d / "out")])
 
 
+def model_copy(d: Path, run: Path) -> Path:
+    return shutil.copytree(run, d / "model", ignore=shutil.ignore_patterns("checkpoint-*", "averaged"))
+
+
+def swapped_tokens(text: bytes) -> bytes:
+    """The tokenizer.json of another vocabulary of the same size: two tokens trade ids."""
+    tokenizer = json.loads(text)
+    vocab = tokenizer["model"]["vocab"]
+    first, second = sorted(vocab, key=vocab.get)[10:12]
+    vocab[first], vocab[second] = vocab[second], vocab[first]
+    return json.dumps(tokenizer).encode()
+
+
+def tokenizer_file(change: Callable[[bytes], bytes], command: str = "translate") -> Callable[[Path, Path], None]:
+    """`command` on a copy of the run whose tokenizer.json is `change`d."""
+
+    def call(d: Path, run: Path):
+        model = model_copy(d, run)
+        (model / "tokenizer.json").write_bytes(change((run / "tokenizer.json").read_bytes()))
+        if command == "export":
+            export_main(["ctranslate2", str(model), str(d / "out")])
+        translate_main(["--model", str(model), "a dog"])
+
+    return call
+
+
+def more_tokens_than_the_model(d: Path, run: Path):
+    model = model_copy(d, run)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer.add_tokens(["zebra", "giraffe"])
+    tokenizer.save_pretrained(model)
+    translate_main(["--model", str(model), "a dog"])
+
+
+def config_without_model_type(d: Path, run: Path):
+    model = model_copy(d, run)
+    settings = json.loads((model / "config.json").read_text(encoding="utf-8"))
+    del settings["model_type"]
+    (model / "config.json").write_text(json.dumps(settings), encoding="utf-8")
+    translate_main(["--model", str(model), "a dog"])
+
+
+def damaged_export(damage: Callable[[Path, Path], None]) -> Callable[[Path, Path], None]:
+    def call(d: Path, run: Path):
+        export_main(["ctranslate2", str(run), str(d / "ct2")])
+        damage(d / "ct2", run)
+        translate_main(["--engine", "ctranslate2", "--model", str(d / "ct2"), "a dog"])
+
+    return call
+
+
+def cut_model_bin(ct2: Path, run: Path):
+    (ct2 / "model.bin").write_bytes((ct2 / "model.bin").read_bytes()[:10_000])
+
+
+def another_tokenizer_json(ct2: Path, run: Path):
+    (ct2 / "tokenizer.json").write_bytes(swapped_tokens((ct2 / "tokenizer.json").read_bytes()))
+
+
+def ctranslate2_on(device: str) -> Callable[[Path, Path], None]:
+    def call(d: Path, run: Path):
+        export_main(["ctranslate2", str(run), str(d / "ct2")])
+        translate_main(["--engine", "ctranslate2", "--model", str(d / "ct2"), "--device", device, "a dog"])
+
+    return call
+
+
+@contextlib.contextmanager
+def unwritable(folder: Path):
+    """A folder that nothing may write into: read-only, and immutable too for root, whom permissions do not stop."""
+    folder.chmod(0o555)
+    immutable = os.geteuid() == 0 and subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+    try:
+        yield folder
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)
+
+
+def export_into_unwritable(d: Path, run: Path):
+    with unwritable(d):
+        export_main(["ctranslate2", str(run), str(d / "ct2")])
+
+
+def train(d: Path, *flags: str) -> None:
+    with mock.patch.object(sys, "argv", ["vt-train", *SMOKE, "--output_dir", str(d / "run"), *flags]):
+        train_cli()
+
+
+def train_into_unwritable(d: Path):
+    with unwritable(d):
+        train(d)
+
+
+def train_with(*flags: str) -> Callable[[Path], None]:
+    return lambda d: train(d, *flags)
+
+
+def full_disk_at_a_checkpoint(d: Path):
+    # What torch.save raised when a checkpoint's optimizer.pt met a full disk (a 2 MB tmpfs).
+    full = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")
+    with mock.patch("torch.save", side_effect=full):
+        train(d)
+
+
+def fine_tune_missing_folder(d: Path):
+    train(d, "--model_name_or_path", str(d / "nowhere"))
+
+
+def average_other_vocabularies(d: Path, run: Path):
+    other = model_copy(d, run / "checkpoint-100")
+    (other / "tokenizer.json").write_bytes(swapped_tokens((other / "tokenizer.json").read_bytes()))
+    average_main(["--checkpoints", str(run / "checkpoint-80"), str(other), "--output_dir", str(d / "averaged")])
+
+
+def average_cut_checkpoint(d: Path, run: Path):
+    cut = model_copy(d, run / "checkpoint-100")
+    (cut / "model.safetensors").write_bytes((cut / "model.safetensors").read_bytes()[:5000])
+    average_main(["--checkpoints", str(run / "checkpoint-80"), str(cut), "--output_dir", str(d / "averaged")])
+
+
+def visualize_empty_source(d: Path, run: Path):
+    visualize_main(["attention", "--model", str(run), "--source", "\u200b", "--output", str(d / "a.png")])
+
+
+BUSY_PORT = 47861
+
+
+def demo(*flags: str) -> Callable[[Path, Path], None]:
+    return lambda d, run: demo_main([str(run), *flags])
+
+
+def demo_on_a_busy_port(d: Path, run: Path):
+    with contextlib.ExitStack() as stack:
+        with contextlib.suppress(OSError):  # in use already: as good
+            stack.enter_context(socket.create_server(("127.0.0.1", BUSY_PORT)))
+        demo_main([str(run), "--port", str(BUSY_PORT)])
+
+
+def pipeline_batch_size(d: Path):
+    tokenizer = word_tokenizer(["a dog"])
+    TranslationPipeline(model=tiny_model(vocab_size=len(tokenizer)), tokenizer=tokenizer, batch_size="4")
+
+
+def all_labels_ignored(d: Path):
+    input_ids, _, labels = random_batch()
+    tiny_model()(input_ids=input_ids, labels=torch.full_like(labels, -100))
+
+
 # (where, input, what raises it): the rows of the table, in its order.
 CASES = [
     ("training data", "`train.en` has 3 lines, `train.de` 2", mismatched_files),
@@ -349,6 +509,46 @@ CASES = [
     ("vt-export", "a model folder without its weights", export_without_weights),
     ("vt-export", "a CTranslate2 export as the model", export_an_export),
     ("vt-export", "`--force` with the model folder as the output", export_over_the_model),
+    ("vt-translate", "a `tokenizer.json` cut short", tokenizer_file(lambda text: text[:300])),
+    ("vt-translate", "a binary `tokenizer.json`", tokenizer_file(lambda text: bytes(range(256)) * 8)),
+    ("vt-translate", "an empty `tokenizer.json`", tokenizer_file(lambda text: b"")),
+    ("vt-translate", "`{}` as `tokenizer.json`", tokenizer_file(lambda text: b"{}")),
+    ("vt-translate", "the `tokenizer.json` of another vocabulary of the same size", tokenizer_file(swapped_tokens)),
+    ("vt-translate", "a `tokenizer.json` with more tokens than the model", more_tokens_than_the_model),
+    ("vt-translate", "a `config.json` without `model_type`", config_without_model_type),
+    ("vt-translate", "`--engine ctranslate2`: a `model.bin` cut short", damaged_export(cut_model_bin)),
+    (
+        "vt-translate",
+        "`--engine ctranslate2`: an export without `tokenizer.json`",
+        damaged_export(lambda ct2, run: (ct2 / "tokenizer.json").unlink()),
+    ),
+    (
+        "vt-translate",
+        "`--engine ctranslate2`: an export without `config.json`",
+        damaged_export(lambda ct2, run: (ct2 / "config.json").unlink()),
+    ),
+    (
+        "vt-translate",
+        "`--engine ctranslate2`: another vocabulary's `tokenizer.json`",
+        damaged_export(another_tokenizer_json),
+    ),
+    ("vt-translate", "`--engine ctranslate2 --device cpu:1`", ctranslate2_on("cpu:1")),
+    ("vt-export", "a `tokenizer.json` cut short", tokenizer_file(lambda text: text[:300], "export")),
+    ("vt-export", "the `tokenizer.json` of another vocabulary", tokenizer_file(swapped_tokens, "export")),
+    ("vt-export", "an output folder that cannot be written (read-only, immutable)", export_into_unwritable),
+    ("vt-train", "an output folder that cannot be written (read-only, immutable)", train_into_unwritable),
+    ("vt-train", "a full disk while writing a checkpoint", full_disk_at_a_checkpoint),
+    ("vt-train", "`--vocab_size 5` (fewer than the corpus's characters)", train_with("--vocab_size", "5")),
+    ("vt-train", "`--vocab_size 100000` (more than the corpus holds)", train_with("--vocab_size", "100000")),
+    ("vt-train", "`--model_name_or_path` names a missing folder", fine_tune_missing_folder),
+    ("vt-average-checkpoints", "checkpoints of other vocabularies", average_other_vocabularies),
+    ("vt-average-checkpoints", "a checkpoint whose weights were cut short", average_cut_checkpoint),
+    ("vt-visualize", "`--source` of characters the vocabulary drops (U+200B)", visualize_empty_source),
+    ("vt-demo", "`--port 70000`", demo("--port", "70000")),
+    ("vt-demo", "a port in use", demo_on_a_busy_port),
+    ("vt-demo", "`--host nosuch.invalid`", demo("--host", "nosuch.invalid")),
+    ("pipeline", "`batch_size='4'`", pipeline_batch_size),
+    ("model", "labels that are all -100", all_labels_ignored),
 ]
 
 
@@ -365,6 +565,7 @@ def message(case: Callable, folder: Path, run: Path) -> str:
     else:
         raise AssertionError(f"{case} raised nothing")
     assert "\n" not in text and "Traceback" not in text
+    text = re.sub(r"\.partial-\d+", ".partial-PID", text)  # the process id of a half-written folder
     return text.replace(str(folder), "DIR").replace(str(run), "RUN").replace("|", "\\|")
 
 
@@ -381,3 +582,59 @@ def test_the_document_tables_what_bad_input_gets(smoke_run, tmp_path):
     if os.environ.get("VT_WRITE_RELIABILITY_DOC"):
         DOCUMENT.write_text(f"{before}{TABLE_START}\n{table}\n{TABLE_END}{after}", encoding="utf-8")
     assert written.strip("\n") == table, "the table is out of date: see this file's docstring"
+
+
+def test_every_console_script_turns_errors_into_one_line():
+    """Each installed command is wrapped by `one_line_errors`: the rows above call the same functions."""
+    scripts = [entry for entry in entry_points(group="console_scripts") if entry.value.startswith("vanilla_")]
+    assert {entry.name for entry in scripts} >= {"vt-train", "vt-translate", "vt-export", "vt-demo", "vt-visualize"}
+    wrapper = one_line_errors(print).__code__
+    for entry in scripts:
+        assert entry.load().__code__ is wrapper, entry.name
+
+
+def test_the_machines_errors_are_named_and_bugs_keep_their_traceback():
+    def failing(error: BaseException):
+        def main(argv):
+            raise error
+
+        return one_line_errors(main)
+
+    cases = {
+        OSError(errno.ENOSPC, "No space left on device", "/data/run/trainer_state.json"): (
+            "error: /data/run/trainer_state.json: the disk is full: free some space and run the same command again."
+        ),
+        PermissionError(errno.EACCES, "Permission denied", "/data/run"): (
+            "error: /data/run: Permission denied: the folder is read-only, immutable or not yours: choose another "
+            "folder, or change its permissions."
+        ),
+        SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)"): (
+            "error: writing a file failed (Error while serializing: I/O error: No space left on device (os error "
+            "28)), as on a full disk: free some space and run the same command again."
+        ),
+    }
+    for error, expected in cases.items():
+        with pytest.raises(SystemExit) as exit_info:
+            failing(error)(None)
+        assert exit_info.value.code == expected
+    with pytest.raises(SystemExit) as exit_info:
+        failing(KeyboardInterrupt())(None)
+    assert exit_info.value.code == 130
+    with pytest.raises(RuntimeError, match="a bug"):
+        failing(RuntimeError("a bug"))(None)
+    with pytest.raises(KeyError):
+        failing(KeyError("a bug"))(None)
+
+
+def test_a_console_script_ends_in_one_line_in_a_real_process(smoke_run, tmp_path):
+    broken = shutil.copytree(smoke_run[0], tmp_path / "model", ignore=shutil.ignore_patterns("checkpoint-*"))
+    (broken / "tokenizer.json").write_text("{}", encoding="utf-8")
+    script = Path(sys.executable).with_name("vt-translate")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "vanilla_transformer.tools.translate"]
+    result = subprocess.run([*command, "--model", str(broken), "a dog"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {broken / 'tokenizer.json'} is not a tokenizer that can be read (Model missing. at line 1 column 2): "
+        "copy it again."
+    )

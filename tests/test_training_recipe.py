@@ -137,6 +137,8 @@ def test_label_smoothing_is_the_papers():
     torch.testing.assert_close(outputs.loss, nll)  # the model's own loss: the plain cross-entropy
     smoothed = LabelSmoothedCrossEntropy(0.1)(outputs, labels)
     torch.testing.assert_close(smoothed, 0.9 * nll + 0.1 * -log_probs.mean())
+    for count in (None, 0, torch.tensor(0)):  # a batch without a label: 0, not the nan of a mean over nothing
+        assert LabelSmoothedCrossEntropy(0.1)(outputs, torch.full_like(labels, -100), count).item() == 0.0
 
 
 def test_translation_trainer_loss_is_the_trainers_label_smoothed_loss(tmp_path):

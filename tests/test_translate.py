@@ -134,7 +134,7 @@ def test_bad_input_ends_in_one_line_naming_it(smoke_run, tmp_path, monkeypatch, 
     with pytest.raises(SystemExit, match=r"error: --model runs/nowhere: no such folder here, nor a model on the Hub"):
         main(["--model", "runs/nowhere", "a dog"])
     broken = shutil.copytree(folder, tmp_path / "no-tokenizer", ignore=shutil.ignore_patterns("tokenizer.json"))
-    with pytest.raises(SystemExit, match=r"no-tokenizer has no tokenizer\.json \(its vocabulary\)"):
+    with pytest.raises(SystemExit, match=r"no-tokenizer has no tokenizer\.json \(the model's vocabulary\)"):
         main(["--model", str(broken), "a dog"])
     for flag in ("--batch_size", "--num_beams", "--max_new_tokens", "--sort_batches", "--threads"):
         with pytest.raises(SystemExit):

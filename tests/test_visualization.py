@@ -143,6 +143,14 @@ def test_cli_writes_attention_and_positional_encoding_pictures(smoke_run, tmp_pa
         visualize_main(too_deep)
 
 
+def test_the_picture_is_written_under_the_name_given_and_printed(smoke_run, tmp_path, capsys):
+    """matplotlib adds ".png" to a name without a suffix; the file named (and printed) is the one written."""
+    visualize_main(["pe-curves", "--output", str(tmp_path / "curves")])
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'curves'}\n"
+    assert (tmp_path / "curves").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (tmp_path / "curves.png").exists()
+
+
 def test_attention_maps_feed_bertviz_encoder_decoder_views():
     import bertviz  # the viz extra brings it
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
-from vanilla_transformer.training import CorpusError, bleu_tokenizer
+from vanilla_transformer.training import bleu_tokenizer, one_line_errors
 
-from .translate import ModelFolderError, positive_int
+from .translate import positive_int
 from .tune_decoding import run_data_arguments, run_translator, translations, validation_pairs
 
 
@@ -53,6 +53,7 @@ def markdown_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="vt-compare-models",
@@ -66,15 +67,12 @@ def main(argv: list[str] | None = None) -> None:
     if len(set(args.models)) < 2:
         parser.error("give at least two different model folders to compare.")
 
-    try:
-        data_args, seed = run_data_arguments(args.run)
-        sources, references, target_lang = validation_pairs(data_args, seed)
-        systems = {}
-        for folder in args.models:
-            systems[folder] = translations(run_translator(folder, data_args), sources, args.batch_size)
-            print(f"{folder}: {len(sources)} validation sentences translated")
-    except (CorpusError, ModelFolderError, FileNotFoundError) as error:
-        raise SystemExit(f"error: {error}") from None
+    data_args, seed = run_data_arguments(args.run)
+    sources, references, target_lang = validation_pairs(data_args, seed)
+    systems = {}
+    for folder in args.models:
+        systems[folder] = translations(run_translator(folder, data_args), sources, args.batch_size)
+        print(f"{folder}: {len(sources)} validation sentences translated")
     print("\n" + markdown_table(paired_bootstrap(systems, references, target_lang)))
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from transformers import TrainerState
 from transformers.trainer_utils import get_last_checkpoint
 
+from vanilla_transformer.training import one_line_errors
+
 
 def read_log_history(run_dir: str | Path) -> list[dict]:
     """The log entries of the newest checkpoint in `run_dir` that carry a wall-clock time."""
@@ -56,15 +58,13 @@ def plot_curves(run_dirs: list[str | Path], output: str | Path):
     return Path(output)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dirs", nargs="+", help="Output folders of training.train runs.")
     parser.add_argument("--output", required=True, help="The PNG file to write.")
     args = parser.parse_args(argv)
-    try:
-        print(plot_curves(args.run_dirs, args.output))
-    except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"error: {error}") from None
+    print(plot_curves(args.run_dirs, args.output))
 
 
 if __name__ == "__main__":

@@ -9,12 +9,15 @@ Built on Gradio, as Hugging Face Spaces are (`pip install 'vanilla-transformer[d
 """
 
 import argparse
+import errno
 import io
+import socket
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
+from vanilla_transformer.training import one_line_errors
 from vanilla_transformer.visualization import (
     ATTENTION_KINDS,
     AttentionMaps,
@@ -25,7 +28,7 @@ from vanilla_transformer.visualization import (
     pyplot,
 )
 
-from .translate import DeviceError, ModelFolderError, load_model_folder, resolve_device
+from .translate import load_model_folder, resolve_device
 
 try:
     import gradio as gr
@@ -145,23 +148,46 @@ def build_demo(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> gr
     return demo
 
 
+def port_number(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port}: a port is a number from 0 to 65535")
+    return port
+
+
+def check_address(host: str, port: int) -> None:
+    """The page can be served at host:port: the name resolves to this machine and the port is free (Gradio says
+    neither; it blames the port for a bad host)."""
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as error:
+        raise ValueError(f"--host {host}: no such address ({error.strerror}).") from None
+    try:
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: a closed port is free
+            probe.bind(address)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise ValueError(f"--port {port}: in use on {host}; choose another port.") from None
+        raise ValueError(f"--host {host}: not an address of this machine ({error.strerror}).") from None
+
+
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="vt-demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("model", help="A model folder written by training.train (or a Hub id).")
     parser.add_argument("--host", default="127.0.0.1", help="Address to serve on (0.0.0.0: every interface).")
-    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--port", type=port_number, default=7860)
     parser.add_argument("--device", default="auto", help="cpu, cuda, ... (default: cuda if available).")
     return parser.parse_args(argv)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     args = parse_arguments(argv)
-    try:
-        model, tokenizer = load_model_folder(args.model, resolve_device(args.device))
-    except (ModelFolderError, DeviceError) as error:
-        raise SystemExit(f"error: {error}") from None
+    check_address(args.host, args.port)
+    model, tokenizer = load_model_folder(args.model, resolve_device(args.device))
     build_demo(model, tokenizer).launch(server_name=args.host, server_port=args.port)
 
 

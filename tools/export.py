@@ -17,7 +17,7 @@ from vanilla_transformer.export import (
     ExportError,
     write_ctranslate2,
 )
-from vanilla_transformer.training import replacement_problem, write_folder
+from vanilla_transformer.training import one_line_errors, replacement_problem, write_folder
 
 
 def export_ctranslate2(
@@ -39,6 +39,7 @@ def export_ctranslate2(
     return output_dir
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="vt-export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -56,10 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     ct2.add_argument("--force", action="store_true", help="Replace output_dir if it exists.")
     args = parser.parse_args(argv)
-    try:
-        output = export_ctranslate2(args.model_dir, args.output_dir, args.quantization, args.max_positions, args.force)
-    except ExportError as error:
-        raise SystemExit(f"error: {error}") from None
+    output = export_ctranslate2(args.model_dir, args.output_dir, args.quantization, args.max_positions, args.force)
     print(f"CTranslate2 model ({args.quantization or 'float32'}): {output}")
 
 

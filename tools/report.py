@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from vanilla_transformer.training import score_cells
+from vanilla_transformer.training import one_line_errors, score_cells
 
 from .curves import read_log_history
 
@@ -44,6 +44,7 @@ def run_table(run_dir: str | Path) -> str:
     return "\n".join(lines)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="vt-report",
@@ -52,10 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("run_dirs", nargs="+", help="Output folders of finished training.train runs.")
     args = parser.parse_args(argv)
-    try:
-        print("\n\n".join(run_table(run_dir) for run_dir in args.run_dirs))
-    except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"error: {error}") from None
+    print("\n\n".join(run_table(run_dir) for run_dir in args.run_dirs))
 
 
 if __name__ == "__main__":

@@ -33,8 +33,10 @@ from transformers import (
 )
 
 from vanilla_transformer import TranslationPipeline  # importing registers the model type: no remote code
-from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
-from vanilla_transformer.training import CorpusError, decode_lines, read_lines, reuse_freed_memory
+from vanilla_transformer.folder_checks import check_config_file, check_tokenizer_file, is_hub_id
+from vanilla_transformer.input_checks import check_tokenizer
+from vanilla_transformer.pipeline_vanilla_transformer import reads_nothing, text_preparation
+from vanilla_transformer.training import CorpusError, decode_lines, one_line_errors, read_lines, reuse_freed_memory
 
 
 class ModelFolderError(ValueError):
@@ -94,10 +96,15 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
         raise ModelFolderError(
             "--engine ctranslate2 needs CTranslate2: pip install 'vanilla-transformer[serve]'."
         ) from None
+    from vanilla_transformer.export import check_exported_vocabulary
+
     folder = Path(args.model)
-    if not (folder / "model.bin").is_file():
-        raise ModelFolderError(f"{folder} has no model.bin: export the model first (vt-export ctranslate2 ...).")
+    for needed in ("model.bin", "config.json"):
+        if not (folder / needed).is_file():
+            raise ModelFolderError(f"{folder} has no {needed}: export the model (again) with vt-export ctranslate2.")
+    check_tokenizer_file(folder)
     tokenizer = AutoTokenizer.from_pretrained(folder)
+    check_exported_vocabulary(folder, tokenizer)
     generation = GenerationConfig.from_pretrained(folder) if (folder / "generation_config.json").is_file() else None
     device = ctranslate2_device(args.device, ctranslate2.get_cuda_device_count())
     if device.type == "cpu":
@@ -105,7 +112,10 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
         threads = {"inter_threads": args.threads or available_cores(), "intra_threads": 1}
     else:
         threads = {"intra_threads": args.threads or 0}
-    translator = ctranslate2.Translator(str(folder), device=device.type, device_index=device.index or 0, **threads)
+    try:
+        translator = ctranslate2.Translator(str(folder), device=device.type, device_index=device.index or 0, **threads)
+    except RuntimeError as error:  # "Variable 'decoder/embeddings/weight' has an invalid payload size", ...
+        raise ModelFolderError(f"{folder / 'model.bin'} cannot be read ({error}): export the model again.") from None
     # The positions the export encodes (vt-export --max_positions, recorded as the tokenizer's model_max_length;
     # transformers' huge default in folders exported before it was recorded).
     positions = tokenizer.model_max_length
@@ -119,11 +129,12 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
     prepare = text_preparation(tokenizer)  # as the generate() engine's pipeline does
 
     def translate(lines: list[str]) -> list[str]:
-        kept = [row for row, line in enumerate(lines) if line.strip()]  # blank lines give "", untranslated
+        every_ids = tokenizer([prepare(line) for line in lines])["input_ids"]
+        kept = [row for row, ids in enumerate(every_ids) if not reads_nothing(tokenizer, ids)]  # the others give ""
         translations = [""] * len(lines)
         if not kept:
             return translations
-        ids = tokenizer([prepare(lines[row]) for row in kept])["input_ids"]
+        ids = [every_ids[row] for row in kept]
         longest = max(range(len(ids)), key=lambda row: len(ids[row]))
         if len(ids[longest]) > positions:
             sentence = lines[kept[longest]]
@@ -133,16 +144,24 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
                 f"that {folder} encodes: export the model again with a larger --max_positions."
             )
         # CTranslate2 sorts the sentences by length, cuts them into batches and gives those to its workers.
+        # The output too has only `positions` positions, the first of them the start token's.
+        limit = min(args.max_new_tokens or len(ids[longest]) + beyond, positions - 1)
         results = translator.translate_batch(
             [tokenizer.convert_ids_to_tokens(row) for row in ids],
             max_batch_size=args.batch_size,
             beam_size=beams,
             length_penalty=length_penalty,
             min_decoding_length=min_length,
-            # The output too has only `positions` positions, the first of them the start token's.
-            max_decoding_length=min(args.max_new_tokens or len(ids[longest]) + beyond, positions - 1),
+            max_decoding_length=limit,
         )
         hypotheses = [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
+        cut = sum(len(hypothesis) >= positions - 1 for hypothesis in hypotheses)
+        if cut:
+            print(
+                f"warning: {cut} translation(s) cut at the {positions} positions that {folder} encodes: export the "
+                "model again with a larger --max_positions.",
+                file=sys.stderr,
+            )
         for row, text in zip(kept, tokenizer.batch_decode(hypotheses, skip_special_tokens=True), strict=True):
             translations[row] = text.strip()
         return translations
@@ -191,26 +210,27 @@ def ctranslate2_device(name: str, cuda_devices: int) -> torch.device:
     device = named_device(name)
     if device.type not in ("cpu", "cuda"):
         raise DeviceError(f"--device {name}: CTranslate2 runs on cpu or cuda.")
+    if device.type == "cpu" and device.index:
+        raise DeviceError(f"--device {name}: CTranslate2 has one CPU device, cpu (--threads sets how many cores).")
     if device.type == "cuda" and (device.index or 0) >= cuda_devices:
         raise DeviceError(f"--device {name}: CTranslate2 sees {cuda_devices} CUDA GPUs here.")
     return device
 
 
 def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The model and tokenizer of a local folder or a Hub id, or a ModelFolderError that says what is missing."""
+    """The model and tokenizer of a local folder or a Hub id, or a ValueError that says what is missing or wrong."""
     folder = Path(name)
     if folder.is_dir():
-        for needed, what in (("config.json", "the model's configuration"), ("tokenizer.json", "its vocabulary")):
-            if not (folder / needed).is_file():
-                raise ModelFolderError(f"{folder} has no {needed} ({what}): it is not a model folder from training.")
         if (folder / "model.bin").is_file():
             raise ModelFolderError(
                 f"{folder} is a CTranslate2 model (from vt-export): vt-translate serves it with --engine ctranslate2; "
                 "here give the folder that training wrote."
             )
+        check_config_file(folder)
+        check_tokenizer_file(folder)
     elif folder.exists():
         raise ModelFolderError(f"--model {name}: a file; give the model's folder.")
-    elif folder.is_absolute() or name.startswith(".") or name.count("/") > 1:  # a path, not a Hub id (user/model)
+    elif not is_hub_id(name):
         raise ModelFolderError(f"--model {name}: no such folder.")
     try:
         model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device).eval()
@@ -223,6 +243,7 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
         if folder.is_dir():
             raise ModelFolderError(f"{name} cannot be loaded: {reason}") from None
         raise ModelFolderError(f"--model {name}: no such folder here, nor a model on the Hub ({reason})") from None
+    check_tokenizer(model.config, tokenizer, name)
     return model, tokenizer
 
 
@@ -292,23 +313,21 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     args = parse_arguments(argv)
     # Every decoding step allocates and frees tensors of the vocabulary's size: kept for the next step instead of
     # mapped and zeroed anew by the kernel (training.allocator).
     reuse_freed_memory()
-    try:
-        translate = ENGINES[args.engine](args)
-        # Someone typing sentences wants each one translated before typing the next: no reading ahead then.
-        size = 1 if reads_a_terminal(args) else args.batch_size * args.sort_batches
-        with open(args.output, "w", encoding="utf-8") if args.output else nullcontext(sys.stdout) as sink:
-            with tqdm(unit=" lines", disable=args.output is None) as progress:
-                for lines in chunks(input_lines(args), size):
-                    sink.writelines(translation + "\n" for translation in translate(lines))
-                    sink.flush()
-                    progress.update(len(lines))
-    except (CorpusError, ModelFolderError, DeviceError, OSError) as error:  # OSError: an --output not writable
-        raise SystemExit(f"error: {error}") from None
+    translate = ENGINES[args.engine](args)
+    # Someone typing sentences wants each one translated before typing the next: no reading ahead then.
+    size = 1 if reads_a_terminal(args) else args.batch_size * args.sort_batches
+    with open(args.output, "w", encoding="utf-8") if args.output else nullcontext(sys.stdout) as sink:
+        with tqdm(unit=" lines", disable=args.output is None) as progress:
+            for lines in chunks(input_lines(args), size):
+                sink.writelines(translation + "\n" for translation in translate(lines))
+                sink.flush()
+                progress.update(len(lines))
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ from datasets import DatasetDict
 from vanilla_transformer import TranslationPipeline
 from vanilla_transformer.training import (
     AveragingError,
-    CorpusError,
     DataArguments,
     last_checkpoints,
     load_parallel_corpus,
+    one_line_errors,
     preprocessed,
     record_text_preprocessing,
     translation_scores,
@@ -29,7 +29,7 @@ from vanilla_transformer.training import (
 )
 
 from .report import read_report
-from .translate import ModelFolderError, finite_float, load_model_folder, positive_int, resolve_device
+from .translate import finite_float, load_model_folder, positive_int, resolve_device
 
 
 def run_data_arguments(run_dir: Path) -> tuple[DataArguments, int]:
@@ -96,6 +96,7 @@ def markdown_table(rows: list[tuple[int, int, float, dict]]) -> str:
     return "\n".join(lines)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="vt-tune-decoding",
@@ -110,19 +111,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     rows = []
-    try:
-        data_args, seed = run_data_arguments(args.run_dir)
-        pairs = validation_pairs(data_args, seed)
-        with tempfile.TemporaryDirectory() as scratch:
-            for count in args.average:
-                translator = run_translator(averaged_model_folder(args.run_dir, count, Path(scratch)), data_args)
-                for beams in args.num_beams:
-                    for penalty in args.length_penalty:
-                        scores = validation_scores(translator, pairs, beams, penalty, args.batch_size)
-                        rows.append((count, beams, penalty, scores))
-                        print(f"average {count}, beam {beams}, length penalty {penalty}: BLEU {scores['bleu']:.2f}")
-    except (AveragingError, CorpusError, ModelFolderError, FileNotFoundError) as error:
-        raise SystemExit(f"error: {error}") from None
+    data_args, seed = run_data_arguments(args.run_dir)
+    pairs = validation_pairs(data_args, seed)
+    with tempfile.TemporaryDirectory() as scratch:
+        for count in args.average:
+            translator = run_translator(averaged_model_folder(args.run_dir, count, Path(scratch)), data_args)
+            for beams in args.num_beams:
+                for penalty in args.length_penalty:
+                    scores = validation_scores(translator, pairs, beams, penalty, args.batch_size)
+                    rows.append((count, beams, penalty, scores))
+                    print(f"average {count}, beam {beams}, length penalty {penalty}: BLEU {scores['bleu']:.2f}")
     print("\n" + markdown_table(rows))
 
 

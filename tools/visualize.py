@@ -9,10 +9,12 @@ vt-visualize parameters                   # the markdown parameter table of the 
 """
 
 import argparse
+from pathlib import Path
 
 import torch
 
 from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
+from vanilla_transformer.training import one_line_errors
 from vanilla_transformer.visualization import (
     ATTENTION_KINDS,
     attention_maps,
@@ -66,16 +68,15 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     args = parse_arguments(argv)
     if args.command == "parameters":
         print(parameter_table(args.vocab_size))
         return
-    try:
-        figure = FIGURES[args.command](args)  # ValueError: a layer the model does not have, say
-        figure.savefig(args.output, dpi=120)
-    except (ValueError, OSError) as error:  # ModelFolderError is a ValueError; OSError: an --output not writable
-        raise SystemExit(f"error: {error}") from None
+    figure = FIGURES[args.command](args)  # ValueError: a layer the model does not have, say
+    # The file named, as named: matplotlib adds ".png" to a name without a suffix.
+    figure.savefig(args.output, dpi=120, format=Path(args.output).suffix[1:] or "png")
     print(f"wrote {args.output}")
 
 

@@ -16,6 +16,7 @@ PUBLIC = {
     "bleu_tokenizer": "metrics",
     "decode_lines": "text_files",
     "last_checkpoints": "average_checkpoints",
+    "one_line_errors": "console",
     "load_parallel_corpus": "data",
     "preprocessed": "data",
     "read_lines": "text_files",

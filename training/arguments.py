@@ -17,6 +17,7 @@ import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
 from vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.folder_checks import check_config_file, check_tokenizer_file, is_hub_id
 
 from .data import DATA_SOURCES, DataArguments
 from .tokenizer import VocabularySettings
@@ -300,6 +301,7 @@ def parse_arguments(argv: list[str] | None = None):
         raise SystemExit(f"error: {f'{config} with the command line: ' if config else ''}{error}") from None
     model_args, _, vocab_args, training_args = parsed
     check_folders(training_args)
+    check_base_model(model_args.model_name_or_path)
     if training_args.bpe_dropout and not model_args.model_name_or_path and vocab_args.model_type != "bpe":
         raise SystemExit(
             f"error: --bpe_dropout {training_args.bpe_dropout} skips BPE merges: it needs --model_type bpe, "
@@ -320,3 +322,15 @@ def check_folders(args: TranslationTrainingArguments) -> None:
             f"error: --resume_from_checkpoint {checkpoint}: no checkpoint folder there (one with trainer_state.json). "
             "A killed run needs no flag: the same command resumes from its newest checkpoint."
         )
+
+
+def check_base_model(name: str | None) -> None:
+    """--model_name_or_path names a model folder of this package with its tokenizer, or a Hub id."""
+    if name and Path(name).is_dir():
+        try:
+            check_config_file(name)
+            check_tokenizer_file(name)
+        except ValueError as error:
+            raise SystemExit(f"error: --model_name_or_path {error}") from None
+    elif name and not is_hub_id(name):
+        raise SystemExit(f"error: --model_name_or_path {name}: no such folder.")

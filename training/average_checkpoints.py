@@ -15,9 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+
+from vanilla_transformer.folder_checks import check_tokenizer_file
 
 from .checkpoints import WEIGHTS, numbered_checkpoints, why_incomplete
+from .console import one_line_errors
 from .folders import replacement_problem, write_folder
 
 # What a Trainer checkpoint holds besides the model: not part of a model folder.
@@ -36,16 +41,40 @@ def last_checkpoints(run_dir: Path, count: int) -> list[Path]:
     return checkpoints[-count:]
 
 
+def read_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(checkpoint / WEIGHTS)
+    except SafetensorError as error:  # a checkpoint cut short by a kill or a full disk, or damaged in a copy
+        raise AveragingError(f"{checkpoint / WEIGHTS} cannot be read ({error}): leave that checkpoint out.") from None
+
+
+def check_one_vocabulary(checkpoints: Sequence[Path]) -> None:
+    """The checkpoints' tokenizers hold the same tokens under the same ids: the mean of two models trained on other
+    vocabularies is no model (their weights of one id stand for other tokens)."""
+    reference = None
+    for checkpoint in checkpoints:
+        if not (checkpoint / "tokenizer.json").is_file():
+            continue
+        check_tokenizer_file(checkpoint)
+        vocabulary = Tokenizer.from_file(str(checkpoint / "tokenizer.json")).get_vocab()
+        if reference is None:
+            reference = (checkpoint, vocabulary)
+        elif vocabulary != reference[1]:
+            raise AveragingError(
+                f"{checkpoint} and {reference[0]} hold other vocabularies: average checkpoints of one run."
+            )
+
+
 def average_weights(checkpoints: Sequence[Path]) -> dict[str, torch.Tensor]:
     """Element-wise mean of the checkpoints' weights, accumulated in float64 and stored in each tensor's dtype."""
     total: dict[str, torch.Tensor] = {}
     for checkpoint in checkpoints:
-        weights = load_file(checkpoint / WEIGHTS)
+        weights = read_weights(checkpoint)
         if total and weights.keys() != total.keys():
             raise AveragingError(f"{checkpoint / WEIGHTS} holds other tensors than {checkpoints[0] / WEIGHTS}.")
         for name, tensor in weights.items():
             total[name] = total.get(name, 0) + tensor.double()
-    reference = load_file(checkpoints[-1] / WEIGHTS)
+    reference = read_weights(checkpoints[-1])
     return {name: (tensor / len(checkpoints)).to(reference[name].dtype) for name, tensor in total.items()}
 
 
@@ -58,6 +87,7 @@ def write_averaged_model(checkpoints: Sequence[Path], output_dir: Path) -> Path:
     problem = replacement_problem(output_dir, checkpoints, "a model folder", model_folder, {"trainer_state.json"})
     if problem:
         raise AveragingError(f"--output_dir {problem}")
+    check_one_vocabulary(checkpoints)
     output_dir = output_dir.resolve()  # renames need the real name ("." has none)
     averaged = average_weights(checkpoints)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -70,6 +100,7 @@ def write_averaged_model(checkpoints: Sequence[Path], output_dir: Path) -> Path:
     return output_dir
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="vt-average-checkpoints", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -82,11 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.last < 1:
         parser.error(f"argument --last: {args.last}: must be at least 1")
-    try:
-        checkpoints = args.checkpoints or last_checkpoints(args.run_dir, args.last)
-        write_averaged_model(checkpoints, args.output_dir)
-    except AveragingError as error:
-        raise SystemExit(f"error: {error}") from None
+    checkpoints = args.checkpoints or last_checkpoints(args.run_dir, args.last)
+    write_averaged_model(checkpoints, args.output_dir)
     print(f"Averaged {len(checkpoints)} checkpoints ({', '.join(c.name for c in checkpoints)}) into {args.output_dir}")
 
 

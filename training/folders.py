@@ -90,12 +90,23 @@ def write_folder(
     """`write(folder)` fills a new folder beside `target`, which `put_in_place` then puts at `target` by renames
     (by default it replaces `target` whole): a failure or a kill leaves no half folder behind."""
     partial = partial_folder(target)
+    check_writable(partial)
     try:
         write(partial)
         put_in_place(partial, target)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return target
+
+
+def check_writable(partial: Path) -> None:
+    """A folder can be made at `partial`; else the OSError names the folder it goes into (the user's), not the
+    temporary name."""
+    try:
+        partial.mkdir()
+        partial.rmdir()
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(partial.parent)) from None
 
 
 def move_files_into(new: Path, target: Path, last: str) -> None:

@@ -37,6 +37,6 @@ class LabelSmoothedCrossEntropy:
             reduction="sum",
         )
         count = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
-        if isinstance(count, torch.Tensor):
-            count = count.to(total.device)
+        # A batch without a label adds nothing (the mean over no position is nan); clamped on the device, no sync.
+        count = count.to(total.device).clamp(min=1) if isinstance(count, torch.Tensor) else max(count, 1)
         return total / count

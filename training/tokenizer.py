@@ -17,6 +17,8 @@ from transformers import PreTrainedTokenizerFast
 from transformers.convert_slow_tokenizer import SentencePieceExtractor, SpmConverter
 from transformers.tokenization_utils_base import generate_merges
 
+from .text_files import CorpusError
+
 logger = logging.getLogger(__name__)
 
 # id: piece. Pad first so that zero-filled tensors are padding; the decoder starts from <s> and ends at </s>.
@@ -83,8 +85,21 @@ def train_sentencepiece(sentences: Iterable[str], settings: VocabularySettings, 
     with corpus.open("w", encoding="utf-8") as f:
         for sentence in sentences:
             f.write(sentence.replace("\n", " ") + "\n")
+    try:
+        train_sentencepiece_file(str(corpus), settings, model_prefix)
+    except RuntimeError as error:  # "INTERNAL: src/trainer_interface.cc(744) [...] Vocabulary size too high ..."
+        reason = str(error).split("] ")[-1].strip()
+        raise CorpusError(
+            f"--vocab_size {settings.vocab_size}: sentencepiece cannot train such a vocabulary on this corpus "
+            f"({reason})"
+        ) from None
+    corpus.unlink()
+    return model_prefix + ".model"
+
+
+def train_sentencepiece_file(corpus: str, settings: VocabularySettings, model_prefix: str) -> None:
     spm.SentencePieceTrainer.train(
-        input=str(corpus),
+        input=corpus,
         model_prefix=model_prefix,
         vocab_size=settings.vocab_size,
         model_type=settings.model_type,
@@ -102,8 +117,6 @@ def train_sentencepiece(sentences: Iterable[str], settings: VocabularySettings, 
         eos_piece=EOS,
         minloglevel=2,
     )
-    corpus.unlink()
-    return model_prefix + ".model"
 
 
 def sentencepiece_to_transformers(model_file: str) -> PreTrainedTokenizerFast:

@@ -24,13 +24,15 @@ from transformers import (
 )
 
 from vanilla_transformer import TranslationPipeline, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.input_checks import check_tokenizer, vocabulary_record
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, shortest_first
 
 from .allocator import reuse_freed_memory
 from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
-from .average_checkpoints import AveragingError, last_checkpoints, write_averaged_model
+from .average_checkpoints import last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
 from .checkpoints import WEIGHTS, newest_complete_checkpoint, numbered_checkpoints
+from .console import one_line_errors
 from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
 from .folders import first_names, move_files_into, write_folder
 from .hub import make_tokenizer_config_portable, publish
@@ -132,8 +134,12 @@ def pairs_digest(pairs) -> str:
 def build_model(model_args: ModelArguments, tokenizer) -> PreTrainedModel:
     if model_args.model_name_or_path:  # a trained model keeps its architecture; only dropout can change
         dropouts = {k: v for k, v in model_args.config_overrides().items() if k in DROPOUTS}
-        return AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path, **dropouts)
-    config = model_args.model_config(vocab_size=len(tokenizer), **special_token_ids(tokenizer))
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path, **dropouts)
+        check_tokenizer(model.config, tokenizer, model_args.model_name_or_path)
+        return model
+    config = model_args.model_config(
+        vocab_size=len(tokenizer), trained_vocabulary=vocabulary_record(tokenizer), **special_token_ids(tokenizer)
+    )
     return VanillaTransformerForConditionalGeneration(config)
 
 
@@ -400,12 +406,8 @@ def print_summary(summary: dict, results: dict) -> None:
     print("\n".join(["", "== training summary ==", *lines]))
 
 
-def cli() -> None:
-    """The console script: data errors end the run with their message (file and line), not a traceback."""
-    try:
-        main()
-    except (CorpusError, AveragingError, OutputFolderError) as error:
-        raise SystemExit(f"error: {error}") from None
+# The console script: data, folder and OS errors end the run in one line that names them, not a traceback.
+cli = one_line_errors(main)
 
 
 if __name__ == "__main__":

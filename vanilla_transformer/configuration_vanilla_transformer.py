@@ -58,6 +58,8 @@ class VanillaTransformerConfig(PretrainedConfig):
             the scaled embeddings have unit variance like the positional encoding they are added to.
         share_encoder_decoder_embeddings: one embedding matrix for source and target tokens (§3.4).
         tie_word_embeddings: the pre-softmax projection reuses the (target) embedding matrix (§3.4).
+        trained_vocabulary: set by training: `{"tokens": n, "sha256": ...}` of the tokenizer the embeddings were
+            trained with, which the pipeline and the tools compare with a folder's tokenizer.json.
 
     Example:
 
@@ -99,6 +101,7 @@ class VanillaTransformerConfig(PretrainedConfig):
     decoder_start_token_id: int | None = 2
     share_encoder_decoder_embeddings: bool = True
     tie_word_embeddings: bool = True
+    trained_vocabulary: dict | None = None
     use_cache: bool = True
     is_encoder_decoder: bool = True
 

@@ -25,6 +25,8 @@ from safetensors import SafetensorError
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .folder_checks import check_config_file, check_tokenizer_file
+from .input_checks import check_tokenizer
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_positional_encoding
 
 try:
@@ -75,17 +77,7 @@ def unsupported_settings(config: VanillaTransformerConfig) -> list[str]:
 
 
 def load_model(model_dir: str | Path) -> VanillaTransformerForConditionalGeneration:
-    config_file = Path(model_dir) / "config.json"
-    if not config_file.is_file():
-        raise ExportError(f"{model_dir} has no config.json: it is not a model folder.")
-    try:
-        model_type = json.loads(config_file.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError) as error:  # AttributeError: JSON that is not an object
-        raise ExportError(f"{config_file}: {error}") from None
-    if model_type != VanillaTransformerConfig.model_type:
-        if (Path(model_dir) / "model.bin").is_file():
-            raise ExportError(f"{model_dir} is a CTranslate2 model already: export the folder that training wrote.")
-        raise ExportError(f"{model_dir} holds a {model_type!r} model, not a vanilla_transformer one.")
+    check_config_file(model_dir)
     try:
         return VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).eval()
     except SafetensorError:  # an interrupted copy or download; safetensors' own wording changes between releases
@@ -97,8 +89,7 @@ def load_model(model_dir: str | Path) -> VanillaTransformerForConditionalGenerat
 
 
 def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
-    if not (Path(model_dir) / "tokenizer.json").is_file():
-        raise ExportError(f"{model_dir} has no tokenizer.json: the exported model needs the vocabulary.")
+    check_tokenizer_file(model_dir)
     return AutoTokenizer.from_pretrained(model_dir)
 
 
@@ -110,7 +101,14 @@ class VanillaTransformerConverter(Converter):
         self.max_positions = max_positions
 
     def _load(self) -> TransformerSpec:
-        return transformer_spec(load_model(self.model_dir), load_tokenizer(self.model_dir), self.max_positions)
+        try:
+            model, tokenizer = load_model(self.model_dir), load_tokenizer(self.model_dir)
+            check_tokenizer(model.config, tokenizer, str(self.model_dir))
+        except ExportError:
+            raise
+        except ValueError as error:  # the folder checks': as ExportError, what an export that cannot be made raises
+            raise ExportError(str(error)) from None
+        return transformer_spec(model, tokenizer, self.max_positions)
 
 
 @torch.no_grad()
@@ -122,8 +120,7 @@ def transformer_spec(
     problems = unsupported_settings(config)
     if problems:
         raise ExportError("CTranslate2 cannot express " + "; ".join(problems) + ".")
-    vocabulary = tokenizer.get_vocab()
-    tokens = [token for token, _ in sorted(vocabulary.items(), key=lambda item: item[1])]  # in id order
+    tokens = tokens_by_id(tokenizer)
     if len(tokens) != config.vocab_size:
         raise ExportError(f"The tokenizer has {len(tokens)} tokens but the model's vocab_size is {config.vocab_size}.")
     spec = TransformerSpec.from_config(
@@ -157,6 +154,26 @@ def transformer_spec(
     spec.register_source_vocabulary(tokens)
     spec.register_target_vocabulary(tokens)
     return spec
+
+
+def tokens_by_id(tokenizer: PreTrainedTokenizerBase) -> list[str]:
+    """The tokenizer's tokens in id order: the vocabulary CTranslate2 takes and returns."""
+    return [token for token, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
+
+
+def check_exported_vocabulary(folder: str | Path, tokenizer: PreTrainedTokenizerBase) -> None:
+    """The export's tokenizer.json is the one it was converted with: the same tokens as the vocabulary file that
+    CTranslate2 wrote (another one translates into garbage without an error)."""
+    path = Path(folder) / "shared_vocabulary.json"
+    try:
+        exported = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ExportError(f"{path} cannot be read ({error}): export the model again.") from None
+    if exported != tokens_by_id(tokenizer):
+        raise ExportError(
+            f"{Path(folder) / 'tokenizer.json'} is not the tokenizer of this export (its tokens differ from "
+            f"{path.name}'s): export the model again, or copy its tokenizer.json back."
+        )
 
 
 def set_layer_norm(spec, layer_norm: torch.nn.LayerNorm) -> None:

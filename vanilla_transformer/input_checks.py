@@ -1,9 +1,11 @@
-"""The checks of the model's public entry points (`forward` of the two top classes, `generate`): bad inputs end in a
-ValueError that names the input and the value, instead of an index error deep inside torch.
+"""The checks of the model's public entry points (`forward` of the two top classes, `generate`, the tokenizer that
+the pipeline pairs with the model): bad inputs end in a ValueError that names the input and the value, instead of an
+index error deep inside torch or a translation in garbage.
 
-Imported by the modeling file, and so copied beside it into saved model folders.
+Imported by the modeling and pipeline files, and so copied beside them into saved model folders.
 """
 
+import hashlib
 import json
 import math
 
@@ -99,6 +101,9 @@ def check_seq2seq_inputs(
 def check_labels(labels: torch.Tensor, vocab_size: int, decoder_input_ids: torch.Tensor | None, **inputs) -> None:
     """Labels are token ids or -100 (no loss there), one per decoder position, for the same sentences."""
     check_token_ids(labels.masked_fill(labels == -100, 0), vocab_size, "labels")
+    reads_values = labels.device.type == "cpu" and not is_torchdynamo_compiling()  # as check_token_ids does
+    if reads_values and not (labels != -100).any():  # the mean over no position is nan
+        raise ValueError("labels are all -100: no position to compute the loss on.")
     check_batch_sizes(**inputs, labels=labels)
     if decoder_input_ids is not None and decoder_input_ids.shape != labels.shape:
         raise ValueError(
@@ -160,3 +165,35 @@ def check_generation_file(path: str, vocab_size: int) -> None:
     except (OSError, ValueError, TypeError) as error:
         raise ValueError(f"{path} cannot be read ({error}): repair or delete it.") from None
     check_generation_settings(settings, vocab_size, path)
+
+
+def vocabulary_record(tokenizer) -> dict[str, int | str]:
+    """What a model's embeddings were trained on: its tokenizer's token count and the sha256 of its tokens in id
+    order. Training writes it into config.json as `trained_vocabulary`."""
+    return {"tokens": len(tokenizer), "sha256": tokens_sha256(tokenizer, len(tokenizer))}
+
+
+def tokens_sha256(tokenizer, count: int) -> str:
+    """sha256 of the tokens with ids 0 to count - 1, in id order (tokens added later, with higher ids, left out)."""
+    tokens = sorted((index, token) for token, index in tokenizer.get_vocab().items() if index < count)
+    return hashlib.sha256(json.dumps(tokens, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def check_tokenizer(config, tokenizer, where: str) -> None:
+    """The tokenizer is the model's: no more tokens than its embeddings have rows, the same padding and end ids, and
+    (where training recorded it) the same tokens under the same ids. Another vocabulary, even of the same size,
+    translates into garbage without an error."""
+    problem = None
+    if len(tokenizer) > config.vocab_size:
+        problem = f"has {len(tokenizer)} tokens, the model {config.vocab_size}"
+    for name in ("pad_token_id", "eos_token_id"):  # unset in a tokenizer.json without its tokenizer_config.json
+        if problem is None and getattr(tokenizer, name) not in (None, getattr(config, name)):
+            problem = f"has {name} {getattr(tokenizer, name)}, the model {getattr(config, name)}"
+    trained = getattr(config, "trained_vocabulary", None)
+    if problem is None and trained and tokens_sha256(tokenizer, trained["tokens"]) != trained["sha256"]:
+        problem = f"holds other tokens than the {trained['tokens']:,} the model was trained with"
+    if problem:
+        raise ValueError(
+            f"{where}: the tokenizer (tokenizer.json) {problem}: it is not the model's; copy the model folder whole, "
+            "its tokenizer with its weights."
+        )

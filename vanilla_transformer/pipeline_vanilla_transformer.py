@@ -8,15 +8,18 @@ dict per string (a list of lists with `num_return_sequences` > 1). Generation se
 A model trained on lowercased, Moses-tokenized text gets its sources lowercased and tokenized first (see
 `text_preparation`); it writes such text too.
 
-This file imports only torch and transformers (and sacremoses for such a model): `TranslationPipeline(...)
-.save_pretrained(folder)` copies it into the folder and names it under `custom_pipelines` in `config.json`, so that
-`pipeline("translation", model=folder, trust_remote_code=True)` works where this package is not installed.
+This file imports only torch, transformers and the input checks beside it (and sacremoses for such a model):
+`TranslationPipeline(...).save_pretrained(folder)` copies them into the folder and names it under `custom_pipelines`
+in `config.json`, so that `pipeline("translation", model=folder, trust_remote_code=True)` works where this package is
+not installed.
 """
 
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedTokenizerBase
+
+from .input_checks import check_tokenizer
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -63,6 +66,19 @@ def source_token_count(tokenizer: PreTrainedTokenizerBase) -> Callable[[str], in
     return lambda text: len(tokenizer(prepare(text))["input_ids"])
 
 
+def reads_nothing(tokenizer: PreTrainedTokenizerBase, input_ids: Sequence[int]) -> bool:
+    """Whether a source gives the model no token but its end: a line of spaces, or only of characters that the
+    vocabulary's normalisation drops (U+200B, U+FEFF, U+007F, ...). The one rule for an empty line: it translates to
+    "" in both of vt-translate's engines and in the pipeline (a model asked to translate nothing invents a sentence)."""
+    markers = {tokenizer.eos_token_id, tokenizer.bos_token_id, tokenizer.pad_token_id}
+    return all(token in markers for token in input_ids)
+
+
+def check_batch_size(batch_size: object) -> None:
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
+        raise ValueError(f"batch_size={batch_size!r}: must be a whole number of at least 1.")
+
+
 def shortest_first(lengths: Sequence[int]) -> list[int]:
     """Positions by length, shortest first (ties in their order). A batch decodes until its longest translation ends,
     so batches of like length finish sooner: what the pipeline, vt-translate and training's evaluations order by."""
@@ -81,7 +97,9 @@ class TranslationPipeline(Pipeline):
         # 815 s that way and 61 s in batches of 32 on 2 CPU cores. `batch_size=` at creation or call overrides it.
         if kwargs.get("batch_size") is None:
             kwargs["batch_size"] = DEFAULT_BATCH_SIZE
+        check_batch_size(kwargs["batch_size"])
         super().__init__(*args, **kwargs)
+        check_tokenizer(self.model.config, self.tokenizer, self.model.name_or_path or "the model")
         self.prepare_source = text_preparation(self.tokenizer)
         self.source_tokens = source_token_count(self.tokenizer)
 
@@ -103,6 +121,7 @@ class TranslationPipeline(Pipeline):
 
         A list is translated shortest source first and answered in its own order: a batch decodes until its longest
         translation ends, so batches of like length finish sooner."""
+        check_batch_size(kwargs.get("batch_size"))
         if isinstance(inputs, list):
             batch_size = kwargs.get("batch_size") or self._batch_size or 1
             order = self.shortest_first(inputs) if len(inputs) > batch_size else range(len(inputs))  # one batch: as is
@@ -133,7 +152,7 @@ class TranslationPipeline(Pipeline):
         source = self.prepare_source(text)
         inputs = self.tokenizer(source, truncation=truncation, max_length=max_source_length, return_tensors="pt")
         # An empty source translates to "" (marked here, honoured in postprocess); batching keeps its shape (1,).
-        inputs["is_empty"] = torch.tensor([not text.strip()])
+        inputs["is_empty"] = torch.tensor([reads_nothing(self.tokenizer, inputs["input_ids"][0].tolist())])
         return inputs
 
     def _forward(self, model_inputs: dict, **generate_kwargs) -> dict:

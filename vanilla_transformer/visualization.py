@@ -25,7 +25,7 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_positional_encoding,
 )
-from .pipeline_vanilla_transformer import text_preparation
+from .pipeline_vanilla_transformer import reads_nothing, text_preparation
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -99,6 +99,8 @@ def attention_maps(
     is taken as the model writes it. Weights come from the eager implementation (sdpa and flash never materialise
     them); the model's attention implementation is restored afterwards."""
     source = text_preparation(tokenizer)(source)
+    if reads_nothing(tokenizer, tokenizer(source)["input_ids"]):
+        raise ValueError(f"The source {source!r} gives the model no token to read: there is no attention to draw.")
     if target is None:
         target = translate_one(model, tokenizer, source)
     batch = tokenizer([source], text_target=[target], return_tensors="pt").to(model.device)
