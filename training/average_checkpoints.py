@@ -44,8 +44,8 @@ def last_checkpoints(run_dir: Path, count: int) -> list[Path]:
 def read_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(checkpoint / WEIGHTS)
-    except SafetensorError as error:  # a checkpoint cut short by a kill or a full disk, or damaged in a copy
-        raise AveragingError(f"{checkpoint / WEIGHTS} cannot be read ({error}): leave that checkpoint out.") from None
+    except SafetensorError:  # cut short by a kill or a full disk, or damaged in a copy; the wording varies by release
+        raise AveragingError(f"{checkpoint / WEIGHTS} cannot be read, cut short or damaged: leave it out.") from None
 
 
 def check_one_vocabulary(checkpoints: Sequence[Path]) -> None:
