@@ -17,7 +17,7 @@ sentences=("$@")
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q torch==2.13.0   # an unpinned torch would pull several GB of CUDA packages
-python -m pip install -q -e ".[viz,demo]"   # the curves, attention pictures and the page of vt-demo
+python -m pip install -q -e ".[viz,demo,onnx]"   # the curves, attention pictures, and the explorer's ONNX export
 
 output="runs/$(basename "$config" .yaml)"
 if [ -f "$output/results.json" ]; then   # written when a run has finished: reuse it, do not train or evaluate again
@@ -26,4 +26,10 @@ else
     vt-train --config "$config" --output_dir "$output"
 fi
 vt-translate --model "$output" "${sentences[@]}"
-echo "Explore the model's attention in your browser: .venv/bin/vt-demo $output   (then open http://127.0.0.1:7860)"
+# The explorer: the model in a static page (building it fetches two JavaScript libraries with npm, once).
+if command -v npm >/dev/null; then
+    vt-site build "$output-site" --model "$output" --force
+    echo "Explore the model in your browser: python -m http.server -d $output-site 8000   (then open http://127.0.0.1:8000)"
+else
+    echo "To explore the model in your browser, install Node.js (npm), then: .venv/bin/vt-site build $output-site --model $output"
+fi

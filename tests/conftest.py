@@ -1,5 +1,6 @@
 """Fixtures; the helpers they use, and that test files import, are in helpers.py."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,34 @@ def smoke_run(tmp_path_factory) -> tuple[Path, dict]:
     output = tmp_path_factory.mktemp("smoke") / "run"
     report = train_main([*SMOKE, "--output_dir", str(output)])
     return output, report
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        pytest.fail("The browser test needs chromium and chromedriver: apt-get install chromium chromium-driver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    # Headless, and none of Chromium's background connections: this machine's network is closed.
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,2200",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

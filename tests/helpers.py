@@ -1,11 +1,15 @@
 """What the tests share: tiny models and batches, a word tokenizer, the smoke config, and a Python run that
 cannot import this project (what a user of a published folder has)."""
 
+import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -138,3 +142,28 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 # Ten 64 MB blocks mapped anew: at least half their pages faulted in.
 FAULTS_OF_BLOCKS_MAPPED_ANEW = 10 * 2**24 * 4 // 4096 // 2
+
+
+def shared_data() -> Path:
+    if "VT_SHARED_DATA" not in os.environ:
+        pytest.skip("VT_SHARED_DATA is not set (CI sets it to ../shared/data)")
+    path = Path(os.environ["VT_SHARED_DATA"])
+    assert (path / "multi30k" / "train.en.gz").exists(), f"VT_SHARED_DATA={path} has no multi30k/train.en.gz"
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for(condition, what: str, timeout_s: float = 120.0):
+    """condition()'s first true value, polled; a test failure naming `what` after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.25)
+    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")

@@ -6,11 +6,8 @@ installs them). Its screenshot is kept in $VT_TEST_ARTIFACTS (default: test-arti
 """
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -20,7 +17,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from vanilla_transformer.tools.demo import AVERAGE, build_demo, heatmap, n_best
 from vanilla_transformer.visualization import attention_maps
 
-from .helpers import ROOT, SUBPROCESS_DEADLINE_S, translate
+from .helpers import ROOT, SUBPROCESS_DEADLINE_S, free_port, translate, wait_for
 
 SOURCE = "a dog runs on the grass"
 
@@ -52,23 +49,6 @@ def test_heatmaps_follow_the_chosen_layer_and_head(trained):
     build_demo(model, tokenizer)  # the page builds for this model
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_for(condition, what: str, timeout_s: float = 120.0):
-    """condition()'s first true value, polled; a test failure naming `what` after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
-
-
 @pytest.fixture
 def page_url(trained, tmp_path):
     """`vt-demo FOLDER` serving on 127.0.0.1 until the test ends."""
@@ -98,37 +78,6 @@ def page_url(trained, tmp_path):
         server.terminate()
         server.wait(timeout=60)
         log.close()
-
-
-@pytest.fixture
-def browser(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and chromedriver):
-        pytest.fail("The browser test needs chromium and chromedriver: apt-get install chromium chromium-driver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    # Headless, and none of Chromium's background connections: this machine's network is closed.
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1400,2200",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.mark.slow

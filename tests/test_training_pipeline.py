@@ -33,18 +33,11 @@ from .helpers import (
     SMOKE,
     SUBPROCESS_DEADLINE_S,
     page_faults_of_freed_blocks,
+    shared_data,
     tiny_model,
     translate,
     word_tokenizer,
 )
-
-
-def shared_data() -> Path:
-    if "VT_SHARED_DATA" not in os.environ:
-        pytest.skip("VT_SHARED_DATA is not set (CI sets it to ../shared/data)")
-    path = Path(os.environ["VT_SHARED_DATA"])
-    assert (path / "multi30k" / "train.en.gz").exists(), f"VT_SHARED_DATA={path} has no multi30k/train.en.gz"
-    return path
 
 
 def test_smoke_run_writes_a_hub_ready_folder_that_translates(smoke_run):

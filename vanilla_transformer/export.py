@@ -21,12 +21,10 @@ import shutil
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .folder_checks import check_config_file, check_tokenizer_file
-from .input_checks import check_tokenizer
+from .export_base import COPIED_FILES, DEFAULT_MAX_POSITIONS, QUANTIZATIONS, ExportError, load_checked
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_positional_encoding
 
 try:
@@ -46,19 +44,8 @@ ACTIVATIONS = {
     "swish": Activation.SWISH,
 }
 
-# Longest source or output (in tokens) the exported model can encode positions for. Longer inputs need a larger
-# --max_positions (the table costs max_positions x d_model floats: 2 MB at 1,024 x 512).
-DEFAULT_MAX_POSITIONS = 1024
-# What the output folder needs besides the weights: the tokenizer (CTranslate2 takes and returns tokens) and the
-# decoding settings.
-COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json")
 # What every CTranslate2 model folder holds: how an earlier export is told from other folders.
 CTRANSLATE2_FILES = ("config.json", "model.bin")
-QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
-
-
-class ExportError(ValueError):
-    """The folder is not a model of this package, or has a setting that CTranslate2 cannot express."""
 
 
 def unsupported_settings(config: VanillaTransformerConfig) -> list[str]:
@@ -76,23 +63,6 @@ def unsupported_settings(config: VanillaTransformerConfig) -> list[str]:
     return problems
 
 
-def load_model(model_dir: str | Path) -> VanillaTransformerForConditionalGeneration:
-    check_config_file(model_dir)
-    try:
-        return VanillaTransformerForConditionalGeneration.from_pretrained(model_dir).eval()
-    except SafetensorError:  # an interrupted copy or download; safetensors' own wording changes between releases
-        damaged = "its weights file cannot be read, cut short or damaged: copy or download it again"
-        raise ExportError(f"{model_dir} cannot be loaded: {damaged}") from None
-    except (OSError, ValueError) as error:  # no weights, or a setting out of range
-        reason = str(error).strip().split("\n")[0]
-        raise ExportError(f"{model_dir} cannot be loaded: {reason}") from None
-
-
-def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
-    check_tokenizer_file(model_dir)
-    return AutoTokenizer.from_pretrained(model_dir)
-
-
 class VanillaTransformerConverter(Converter):
     """CTranslate2's converter for a model folder written by `training.train` (or `save_pretrained`)."""
 
@@ -101,14 +71,7 @@ class VanillaTransformerConverter(Converter):
         self.max_positions = max_positions
 
     def _load(self) -> TransformerSpec:
-        try:
-            model, tokenizer = load_model(self.model_dir), load_tokenizer(self.model_dir)
-            check_tokenizer(model.config, tokenizer, str(self.model_dir))
-        except ExportError:
-            raise
-        except ValueError as error:  # the folder checks': as ExportError, what an export that cannot be made raises
-            raise ExportError(str(error)) from None
-        return transformer_spec(model, tokenizer, self.max_positions)
+        return transformer_spec(*load_checked(self.model_dir), self.max_positions)
 
 
 @torch.no_grad()

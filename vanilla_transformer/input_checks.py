@@ -38,7 +38,8 @@ def check_token_ids(input_ids: torch.Tensor | None, vocab_size: int, name: str, 
 def check_batch_sizes(**inputs: torch.Tensor | None) -> None:
     """The inputs of one call describe the same sentences: their first dimensions must agree."""
     shapes = {name: tuple(tensor.shape) for name, tensor in inputs.items() if tensor is not None}
-    if len({shape[0] for shape in shapes.values()}) > 1:
+    sizes = [shape[0] for shape in shapes.values()]
+    if any(size != sizes[0] for size in sizes[1:]):  # no set: an exported graph's sizes are symbols, not hashable
         listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
         raise ValueError(f"The inputs disagree on the batch size (the first dimension): {listed}.")
 

@@ -1,0 +1,151 @@
+"""The explorer (vt-site build): built from the smoke run, served on 127.0.0.1 by `python -m http.server`, and driven in
+Debian's headless Chromium (as the demo's test does). The page must load nothing from beyond that address, translate
+as generate() does with the folder's settings (greedy and beam search), redraw attention by layer and head, and answer
+a forced prefix with another next-token list. The screenshot is kept in $VT_TEST_ARTIFACTS (default test-artifacts/).
+"""
+
+import gzip
+import itertools
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from vanilla_transformer.tools.site import main as site_main
+
+from .helpers import ROOT, free_port, shared_data, wait_for
+
+
+@pytest.fixture(scope="module")
+def site(smoke_run, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("site") / "site"
+    site_main(["build", str(folder), "--model", str(smoke_run[0])])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def site_url(site, tmp_path_factory):
+    port = free_port()
+    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
+    command = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(site)]
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+
+    def serving() -> bool:
+        try:
+            return urllib.request.urlopen(url, timeout=5).status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(serving, "the site to be served", timeout_s=60)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
+
+
+def generated(folder: Path, sources: list[str], beams: int) -> list[str]:
+    """What generate() gives each sentence on its own, with the folder's settings and `beams`."""
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    outputs = [model.generate(**tokenizer([source], return_tensors="pt"), num_beams=beams)[0] for source in sources]
+    return [tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in outputs]
+
+
+def ready(browser, url: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(url)
+    status = browser.find_element(By.ID, "status")
+    wait_for(lambda: status.get_attribute("data-state") != "loading", "the model to load", timeout_s=60)
+    assert status.get_attribute("data-state") == "ready", status.text
+
+
+def test_the_site_holds_the_page_its_libraries_and_the_exported_model(site):
+    assert {"index.html", "explorer.js", "decoding.js", "site.json", "code.html"} <= {p.name for p in site.iterdir()}
+    assert (site / "lib" / "ort-wasm-simd-threaded.wasm").is_file() and (site / "lib" / "tokenizers.min.mjs").is_file()
+    model = site / "models" / "run"
+    assert {"encoder.onnx", "decoder.onnx", "tokenizer.json", "explorer.json"} <= {p.name for p in model.iterdir()}
+
+
+@pytest.mark.slow
+def test_the_page_translates_as_generate_does_in_a_real_browser(smoke_run, site_url, browser):
+    """50 Multi30K sentences, greedy and beam 4, through the page's own search: the same text as generate()."""
+    with gzip.open(shared_data() / "multi30k" / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as lines:
+        sources = [line.strip() for line in itertools.islice(lines, 50)]
+    ready(browser, site_url)
+    browser.set_script_timeout(300)
+    script = """
+        const [sources, beams, done] = arguments;
+        (async () => {
+            const out = [];
+            for (const s of sources) out.push(await window.explorer.translate(s, beams));
+            return out;
+        })().then(done, (error) => done(String(error)));
+    """
+    for beams in (1, 4):
+        assert browser.execute_async_script(script, sources, beams) == generated(smoke_run[0], sources, beams), beams
+    resources = browser.execute_script("return performance.getEntriesByType('resource').map((r) => r.name)")
+    assert resources and all(name.startswith(site_url) for name in resources), resources  # nothing from beyond
+
+
+def click_and_wait(browser, button: str, counter: str) -> None:
+    """Click a button and wait until the page counts one more answer in the body's `counter` attribute."""
+    from selenium.webdriver.common.by import By
+
+    body = browser.find_element(By.TAG_NAME, "body")
+    before = body.get_attribute(counter) or "0"
+    browser.find_element(By.ID, button).click()
+    wait_for(lambda: (body.get_attribute(counter) or "0") != before, f"the page's answer to {button}")
+
+
+@pytest.mark.slow
+def test_the_page_shows_steps_attention_and_forced_prefixes(smoke_run, site_url, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    ready(browser, site_url)
+    sentence = "A dog runs on the grass."
+    source = browser.find_element(By.ID, "source")
+    source.clear()
+    source.send_keys(sentence)
+    for choice, beams in (("1", 1), ("folder", 4)):
+        Select(browser.find_element(By.ID, "search")).select_by_value(choice)
+        click_and_wait(browser, "translate", "data-translated")
+        assert browser.find_element(By.ID, "translation").text == generated(smoke_run[0], [sentence], beams)[0]
+    assert browser.find_elements(By.CSS_SELECTOR, "#beam-tree li.finished, #beam-tree ol li")  # the beam's hypotheses
+    heatmap = browser.find_element(By.ID, "heatmap")
+    pictures = []
+    for layer, head in (("0", "average"), ("1", "average"), ("1", "2")):
+        Select(browser.find_element(By.ID, "layer")).select_by_value(layer)
+        Select(browser.find_element(By.ID, "head")).select_by_value(head)
+        assert heatmap.get_attribute("data-drawn") == f"encoder/{layer}/{head}"
+        pictures.append(browser.execute_script("return arguments[0].toDataURL()", heatmap))
+    assert len(set(pictures)) == 3  # the view follows layer and head
+
+    def next_tokens(prefix: str) -> str:
+        field = browser.find_element(By.ID, "prefix")
+        field.clear()
+        field.send_keys(prefix)
+        click_and_wait(browser, "force", "data-forced")
+        return browser.find_element(By.ID, "next-tokens").text
+
+    assert next_tokens("") != next_tokens("Ein Hund")
+    Select(browser.find_element(By.ID, "ui-language")).select_by_value("zh")
+    assert browser.find_element(By.CSS_SELECTOR, "h1").text == "Transformer，现场运行"
+    artifacts = Path(os.environ.get("VT_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(artifacts / "explorer.png"))
+
+
+def test_a_site_is_not_written_over_a_folder_of_other_files(smoke_run, tmp_path):
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "README.md").write_text("# mine\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="is not an explorer site"):
+        site_main(["build", str(tmp_path / "project"), "--model", str(smoke_run[0]), "--force"])
+    assert (tmp_path / "project" / "README.md").read_text(encoding="utf-8") == "# mine\n"
