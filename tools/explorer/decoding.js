@@ -38,8 +38,9 @@ export class Translator {
     return this.tokenizer.encode(this.prepare(text)).ids;
   }
 
+  // The vocabulary's pieces, "▁" marking the start of a word (sentencepiece's mark, §5.1's byte-pair encoding).
   tokens(ids) {
-    return ids.map((id) => this.tokenizer.decode([id], { skip_special_tokens: false }));
+    return ids.map((id) => this.tokenizer.id_to_token(id) ?? String(id));
   }
 
   text(ids) {

@@ -153,13 +153,13 @@ function beamTree(beam, word) {
   const rows = beam.steps.map((step, i) => {
     const items = step.candidates.map((c) => {
       const status = c.finished ? "finished" : c.kept ? "kept" : "pruned";
-      const prefix = step.running[c.parent].slice(1).map(word).join(" ");
+      const prefix = escape(state.translator.text(step.running[c.parent]));
       return `<li class="${status}">${prefix} <b>${word(c.id)}</b> (${c.score.toFixed(2)}) — ${say(status)}</li>`;
     });
     return `<div class="beam step"><b>${say("step")} ${i + 1}</b><ul>${items.join("")}</ul></div>`;
   });
   const final = beam.finished.filter((h) => h.done)
-    .map((h) => `<li>${h.ids.slice(1).map(word).join(" ")}: ${say("score")} ${h.raw.toFixed(3)}, ${say("penalised")} ${h.score.toFixed(3)}</li>`);
+    .map((h) => `<li>${escape(state.translator.text(h.ids))}: ${say("score")} ${h.raw.toFixed(3)}, ${say("penalised")} ${h.score.toFixed(3)}</li>`);
   return `<div class="beam">${rows.join("")}</div><p><b>${say("finished")}</b></p><ol class="beam">${final.join("")}</ol>`;
 }
 
