@@ -21,7 +21,11 @@ The tokenizer and generation config are copied beside them.
 `onnx`, `onnxscript` and `onnxruntime` are optional dependencies: `pip install 'vanilla-transformer[onnx]'`.
 """
 
+import contextlib
+import logging
 import shutil
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -140,6 +144,25 @@ def export_decoder(model: VanillaTransformerForConditionalGeneration, path: Path
     )
 
 
+@contextlib.contextmanager
+def quiet_exporter() -> Iterator[None]:
+    """torch.onnx's notes while it traces (axis names it merges, torchvision ops it skips, deprecations of its own
+    internals) and onnxruntime's advice while it quantizes (logged on the root logger) are not the user's to act on:
+    hidden; errors still raise."""
+    loggers = [logging.getLogger("torch.onnx"), logging.getLogger()]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 def quantize_int8(path: Path) -> None:
     """Weights of the matrix products as int8, activations quantized on the fly (onnxruntime's dynamic
     quantization): about a quarter of the float32 bytes."""
@@ -166,11 +189,10 @@ def write_onnx(model_dir: str | Path, folder: str | Path, quantization: str | No
     model.set_attn_implementation("eager")  # the attention weights are outputs: sdpa never materialises them
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad():
+    with torch.no_grad(), quiet_exporter():
         export_encoder(model, folder / ENCODER)
         export_decoder(model, folder / DECODER)
-    if quantization == "int8":
-        for name in ONNX_FILES:
+        for name in ONNX_FILES if quantization == "int8" else ():
             quantize_int8(folder / name)
     for name in (*COPIED_FILES, "config.json"):
         if (Path(model_dir) / name).is_file():
