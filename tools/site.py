@@ -102,7 +102,9 @@ def model_settings(folder: Path) -> dict:
         if key in generation:
             settings[key] = generation[key]
     settings["text_preprocessing"] = tokenizer.get("text_preprocessing", "none")
-    settings["example"] = EXAMPLES.get(tokenizer.get("source_lang", "en"), "")
+    for side in ("source_lang", "target_lang"):
+        settings[side] = tokenizer.get(side, "?")
+    settings["example"] = EXAMPLES.get(settings["source_lang"], "")
     return settings
 
 
@@ -120,8 +122,7 @@ def write_site(models: list[Path], folder: Path, libraries: Path, quantization: 
         exported = write_onnx(model, folder / "models" / model.name, quantization)
         settings = model_settings(exported)
         (exported / "explorer.json").write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", "utf-8")
-        languages = json.loads((exported / "tokenizer_config.json").read_text(encoding="utf-8"))
-        pair = f"{languages.get('source_lang', '?')} → {languages.get('target_lang', '?')}"
+        pair = f"{settings['source_lang']} → {settings['target_lang']}"
         entries.append({"name": model.name, "title": f"{model.name} ({pair})"})
     site = {"models": entries, "code": code_page(folder / "code.html")}
     (folder / "site.json").write_text(json.dumps(site, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -90,13 +90,10 @@ class VanillaTransformerOnnxModel(VanillaTransformerForConditionalGeneration):
         heads, width = config.decoder_attention_heads, config.d_model // config.decoder_attention_heads
         batch = decoder_input_ids.shape[0]
         self_attention = cache.self_attention_cache if cache is not None else None
-        past = []
-        for layer in range(config.decoder_layers):
-            kept = self_attention.layers[layer] if self_attention is not None and cache.get_seq_length() else None
-            if kept is not None:
-                past += [kept.keys, kept.values]
-            else:
-                past += [torch.zeros(batch, heads, 0, width)] * 2
+        if self_attention is not None and cache.get_seq_length():  # the positions decoded so far
+            past = [tensor for layer in self_attention.layers for tensor in (layer.keys, layer.values)]
+        else:  # the first step: P = 0
+            past = [torch.zeros(batch, heads, 0, width)] * (2 * config.decoder_layers)
         mask = attention_mask if attention_mask is not None else torch.ones(states.shape[:2], dtype=torch.long)
         feeds = {
             "input_ids": decoder_input_ids.numpy(),
