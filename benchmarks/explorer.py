@@ -25,6 +25,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
+from vanilla_transformer.export_onnx import export_bytes
 from vanilla_transformer.tools.site import build
 
 TRANSLATE_ALL = """
@@ -96,7 +97,7 @@ def main() -> None:
             name = quantization or "float32"
             site = build([args.model], str(Path(scratch) / name), quantization)
             model = site / "models" / Path(args.model).name
-            rows[name] = {"model bytes (MB)": sum(p.stat().st_size for p in model.glob("*.onnx")) / 1e6}
+            rows[name] = {"model bytes (MB)": export_bytes(model) / 1e6}
             rows[name].update(measure(site, sources, references, args.port))
     metrics = list(rows["float32"])
     print(f"{len(sources)} sentences of {args.source}\n")

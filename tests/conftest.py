@@ -1,5 +1,7 @@
 """Fixtures; the helpers they use, and that test files import, are in helpers.py."""
 
+import importlib.util
+import os
 import shutil
 from pathlib import Path
 
@@ -23,6 +25,24 @@ def smoke_run(tmp_path_factory) -> tuple[Path, dict]:
     output = tmp_path_factory.mktemp("smoke") / "run"
     report = train_main([*SMOKE, "--output_dir", str(output)])
     return output, report
+
+
+def with_cjk_font(folder: Path) -> dict[str, str]:
+    """The environment, with fontconfig told of the Noto Sans CJK SC that mplfonts (the viz extra) installs: the
+    Chinese texts of the pages under test then show in their screenshots on machines without a CJK font."""
+    spec = importlib.util.find_spec("mplfonts")
+    font = Path(spec.origin).parent / "fonts" / "NotoSansCJKsc-Regular.otf" if spec and spec.origin else None
+    if font is None or not font.is_file():
+        return dict(os.environ)
+    (folder / "fonts").mkdir(exist_ok=True)
+    (folder / "fonts" / font.name).symlink_to(font)
+    config = folder / "fonts.conf"
+    config.write_text(
+        '<?xml version="1.0"?><fontconfig><include ignore_missing="yes">/etc/fonts/fonts.conf</include>'
+        f"<dir>{folder / 'fonts'}</dir><cachedir>{folder / 'font-cache'}</cachedir></fontconfig>\n",
+        encoding="utf-8",
+    )
+    return {**os.environ, "FONTCONFIG_FILE": str(config)}
 
 
 @pytest.fixture
@@ -49,7 +69,7 @@ def browser(tmp_path):
         f"--user-data-dir={tmp_path / 'chromium'}",
     ):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+    driver = webdriver.Chrome(service=Service(chromedriver, env=with_cjk_font(tmp_path)), options=options)
     try:
         yield driver
     finally:

@@ -10,7 +10,7 @@ import sacrebleu
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from vanilla_transformer.export_onnx import DECODER, ENCODER, past_names
+from vanilla_transformer.export_onnx import DECODER, ENCODER, export_bytes, past_names
 from vanilla_transformer.onnx_model import VanillaTransformerOnnxModel, session
 from vanilla_transformer.tools.export import main as export_main
 
@@ -83,8 +83,23 @@ def test_teacher_forcing_gives_the_models_logits_and_attention_in_one_pass(smoke
     )  # the future blank
 
 
+def test_the_embedding_both_graphs_use_is_stored_once(smoke_run, exports):
+    """§3.4: the encoder's embedding and the decoder's (the pre-softmax projection's too) are one matrix: both graphs
+    read it from one place of weights.onnx_data."""
+    import onnx
+
+    config = AutoModelForSeq2SeqLM.from_pretrained(smoke_run[0]).config
+    for quantization, folder in exports.items():
+        places = {}
+        for name in (ENCODER, DECODER):
+            for tensor in onnx.load(folder / name, load_external_data=False).graph.initializer:
+                if list(tensor.dims) == [config.vocab_size, config.d_model]:
+                    places[name] = {entry.key: entry.value for entry in tensor.external_data}
+        assert places[ENCODER] == places[DECODER], (quantization, places)
+
+
 def test_int8_is_smaller_and_translates_as_well(smoke_run, exports):
-    sizes = {name: sum(path.stat().st_size for path in folder.glob("*.onnx")) for name, folder in exports.items()}
+    sizes = {name: export_bytes(folder) for name, folder in exports.items()}
     assert sizes["int8"] < 0.6 * sizes["float32"]
     sources = (ROOT / "examples" / "tiny" / "test.en").read_text(encoding="utf-8").splitlines()
     references = (ROOT / "examples" / "tiny" / "test.de").read_text(encoding="utf-8").splitlines()

@@ -50,11 +50,17 @@ def site_url(site, tmp_path_factory):
         log.close()
 
 
-def generated(folder: Path, sources: list[str], beams: int) -> list[str]:
-    """What generate() gives each sentence on its own, with the folder's settings and `beams`."""
+def generated_ids(folder: Path, sources: list[str], beams: int) -> list[list[int]]:
+    """The token ids generate() gives each sentence on its own, with the folder's settings and `beams`."""
     model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
     outputs = [model.generate(**tokenizer([source], return_tensors="pt"), num_beams=beams)[0] for source in sources]
-    return [tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in outputs]
+    return [ids.tolist() for ids in outputs]
+
+
+def generated(folder: Path, sources: list[str], beams: int) -> list[str]:
+    """What generate() gives each sentence on its own, with the folder's settings and `beams`."""
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return [tokenizer.decode(ids, skip_special_tokens=True).strip() for ids in generated_ids(folder, sources, beams)]
 
 
 def ready(browser, url: str) -> None:
@@ -70,7 +76,8 @@ def test_the_site_holds_the_page_its_libraries_and_the_exported_model(site):
     assert {"index.html", "explorer.js", "decoding.js", "site.json", "code.html"} <= {p.name for p in site.iterdir()}
     assert (site / "lib" / "ort-wasm-simd-threaded.wasm").is_file() and (site / "lib" / "tokenizers.min.mjs").is_file()
     model = site / "models" / "run"
-    assert {"encoder.onnx", "decoder.onnx", "tokenizer.json", "explorer.json"} <= {p.name for p in model.iterdir()}
+    exported = {"encoder.onnx", "decoder.onnx", "weights.onnx_data", "tokenizer.json", "explorer.json"}
+    assert exported <= {p.name for p in model.iterdir()}
 
 
 @pytest.mark.slow
@@ -118,7 +125,12 @@ def test_the_page_shows_steps_attention_and_forced_prefixes(smoke_run, site_url,
         Select(browser.find_element(By.ID, "search")).select_by_value(choice)
         click_and_wait(browser, "translate", "data-translated")
         assert browser.find_element(By.ID, "translation").text == generated(smoke_run[0], [sentence], beams)[0]
-    assert browser.find_elements(By.CSS_SELECTOR, "#beam-tree li.finished, #beam-tree ol li")  # the beam's hypotheses
+    assert browser.find_elements(By.CSS_SELECTOR, "#beam-tree ol li.finished")  # the finished hypotheses, scored
+    # The tree: every candidate joined to the beam it extends, and the translation's path marked from <s> to its end.
+    edges = browser.find_elements(By.CSS_SELECTOR, "#beam-tree svg line")
+    assert {"kept", "pruned", "finished"} <= {edge.get_attribute("class").split()[0] for edge in edges}
+    best_path = browser.find_elements(By.CSS_SELECTOR, "#beam-tree svg line.best")
+    assert len(best_path) == len(generated_ids(smoke_run[0], [sentence], 4)[0]) - 1
     heatmap = browser.find_element(By.ID, "heatmap")
     pictures = []
     for layer, head in (("0", "average"), ("1", "average"), ("1", "2")):

@@ -14,7 +14,9 @@ export class Translator {
     const json = async (name) => (await fetch(`${base}/${name}`)).json();
     const settings = await json("explorer.json");
     const tokenizer = new Tokenizer(await json("tokenizer.json"), await json("tokenizer_config.json"));
-    const options = { executionProviders: ["wasm"] };
+    // Both graphs read their weights from one file (vt-export onnx stores the shared embedding once): fetched once.
+    const weights = new Uint8Array(await (await fetch(`${base}/weights.onnx_data`)).arrayBuffer());
+    const options = { executionProviders: ["wasm"], externalData: [{ path: "weights.onnx_data", data: weights }] };
     const encoder = await ort.InferenceSession.create(`${base}/encoder.onnx`, options);
     const decoder = await ort.InferenceSession.create(`${base}/decoder.onnx`, options);
     return new Translator(ort, tokenizer, encoder, decoder, settings);
@@ -189,6 +191,7 @@ export class Translator {
           score: c.score,
           ends: c.ends,
           kept: next.some((n) => n.i === i),
+          beam: next.findIndex((n) => n.i === i), // the running beam it becomes at the next step (-1: none)
           finished: finished.some((h) => h.ids === c.ids),
         })),
         running: running.map((ids) => ids.slice()),

@@ -149,18 +149,38 @@ function render(result) {
   drawAttention();
 }
 
+// The beam search as a tree (§6.1): a column per step, each candidate joined to the beam it extends; kept
+// candidates go on, pruned ones stop, finished ones are scored ÷ length^α and the best of those is the translation.
 function beamTree(beam, word) {
-  const rows = beam.steps.map((step, i) => {
-    const items = step.candidates.map((c) => {
+  const column = 150, row = 22, top = 18;
+  const best = beam.finished[0]?.ids;
+  const nodes = [{ x: 10, y: top, label: word(state.translator.settings.decoder_start_token_id), status: "kept" }];
+  let beams = [0]; // node of each running beam
+  const edges = [];
+  beam.steps.forEach((step, s) => {
+    const next = [];
+    // Each beam's candidates together, beams in order: the tree's branches do not cross.
+    const order = step.candidates.map((c, i) => i).sort((a, b) => step.candidates[a].parent - step.candidates[b].parent || a - b);
+    order.forEach((i, rank) => {
+      const c = step.candidates[i];
       const status = c.finished ? "finished" : c.kept ? "kept" : "pruned";
-      const prefix = escape(state.translator.text(step.running[c.parent]));
-      return `<li class="${status}">${prefix} <b>${word(c.id)}</b> (${c.score.toFixed(2)}) — ${say(status)}</li>`;
+      const node = nodes.push({ x: 10 + (s + 1) * column, y: top + rank * row, label: `${word(c.id)} ${c.score.toFixed(2)}`, status }) - 1;
+      const parent = beams[c.parent] ?? 0;
+      const ids = [...step.running[c.parent], c.id];
+      const onBest = best && ids.length <= best.length && ids.every((id, k) => id === best[k]);
+      edges.push({ from: nodes[parent], to: nodes[node], status, onBest });
+      if (c.beam >= 0) next[c.beam] = node;
     });
-    return `<div class="beam step"><b>${say("step")} ${i + 1}</b><ul>${items.join("")}</ul></div>`;
+    beams = next;
   });
+  const width = 10 + (beam.steps.length + 1) * column, height = top + row * Math.max(...beam.steps.map((st) => st.candidates.length), 1);
+  const lines = edges.map((e) => `<line class="${e.status}${e.onBest ? " best" : ""}" x1="${e.from.x + 96}" y1="${e.from.y - 4}" x2="${e.to.x - 4}" y2="${e.to.y - 4}"/>`);
+  const labels = nodes.map((n) => `<text class="${n.status}" x="${n.x}" y="${n.y}">${n.label}</text>`);
+  const legend = ["kept", "pruned", "finished"].map((k) => `<span class="${k}">${say(k)}</span>`).join(" · ");
   const final = beam.finished.filter((h) => h.done)
-    .map((h) => `<li>${escape(state.translator.text(h.ids))}: ${say("score")} ${h.raw.toFixed(3)}, ${say("penalised")} ${h.score.toFixed(3)}</li>`);
-  return `<div class="beam">${rows.join("")}</div><p><b>${say("finished")}</b></p><ol class="beam">${final.join("")}</ol>`;
+    .map((h) => `<li class="finished">${escape(state.translator.text(h.ids))}: ${say("score")} ${h.raw.toFixed(3)}, ${say("penalised")} ${h.score.toFixed(3)}</li>`);
+  return `<p class="beam">${legend}</p><div class="tree"><svg width="${width}" height="${height}">${lines.join("")}${labels.join("")}</svg></div>` +
+    `<p><b>${say("finished")}</b></p><ol class="beam">${final.join("")}</ol>`;
 }
 
 // One teacher-forced pass over the translation (as vt-visualize draws it): every attention weight.
