@@ -1,5 +1,6 @@
 """The Marian comparison benchmark runs, times the same work for both models, and reports every figure."""
 
+import re
 import sys
 
 import torch
@@ -10,6 +11,7 @@ from .helpers import ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import compare_marian  # noqa: E402
+import training_speed  # noqa: E402
 
 MICRO = compare_marian.Shape(d_model=32, layers=1, heads=2, ffn_dim=64, vocab_size=100)
 
@@ -73,3 +75,12 @@ def test_serving_benchmark_prints_every_engine_with_bleu_and_speed(smoke_run, ca
     ]
     bleu = {row.split(" | ")[0][2:]: row.split(" | ")[1] for row in rows[1:]}
     assert bleu["CTranslate2 float32"] == bleu["our generate(), fp32"] != ""  # the same translations
+
+
+def test_training_speed_times_the_second_half_of_a_runs_steps(tmp_path, monkeypatch, capsys):
+    config, data = ROOT / "training" / "configs" / "smoke.yaml", ROOT / "examples" / "tiny"
+    command = ["--config", str(config), "--data_dir", str(data), "--output_dir", str(tmp_path), "--max_steps", "6"]
+    monkeypatch.setattr(sys, "argv", ["training_speed.py", *command])
+    training_speed.main()
+    printed = capsys.readouterr().out
+    assert re.search(r"max_tokens 512: [\d.]+ steps/s, [\d,]+ padded tokens/s a side \(steps 3-6;", printed), printed

@@ -337,21 +337,10 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
     write_folder(output_dir, write, functools.partial(move_files_into, last=RESULTS))
 
 
-def main(argv: list[str] | None = None) -> dict:
-    arguments = parse_arguments(argv)
+def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
+    """The run's pairs, vocabulary, model and trainer, ready to train: (corpus, tokenized corpus, trainer)."""
     model_args, data_args, vocab_args, args = arguments
-    logging.basicConfig(
-        format="%(asctime)s %(name)s: %(message)s", level=logging.INFO if args.should_log else logging.WARN
-    )
-    if args.reuse_freed_memory and reuse_freed_memory():
-        logger.info("Memory freed by a training step is kept for the next (glibc malloc: no mmap, no trimming)")
-    set_seed(args.seed)
     output_dir = Path(args.output_dir)
-    # The finished folder is published once at the end (training.hub); the Trainer would create the repo at start.
-    push_to_hub, args.push_to_hub = args.push_to_hub, False
-    started = time.time()
-    checkpoint = resume_checkpoint(args)
-
     with args.main_process_first(desc="data and vocabulary"):
         check_output_folder(output_dir, model_args.model_name_or_path)  # the first process checks before it writes
         corpus = load_parallel_corpus(data_args, args.seed)
@@ -382,6 +371,25 @@ def main(argv: list[str] | None = None) -> dict:
         data_collator=collator,
         compute_metrics=make_compute_metrics(tokenizer, data_args.target_lang),
     )
+    return corpus, tokenized, trainer
+
+
+def main(argv: list[str] | None = None) -> dict:
+    arguments = parse_arguments(argv)
+    _, data_args, _, args = arguments
+    logging.basicConfig(
+        format="%(asctime)s %(name)s: %(message)s", level=logging.INFO if args.should_log else logging.WARN
+    )
+    if args.reuse_freed_memory and reuse_freed_memory():
+        logger.info("Memory freed by a training step is kept for the next (glibc malloc: no mmap, no trimming)")
+    set_seed(args.seed)
+    output_dir = Path(args.output_dir)
+    # The finished folder is published once at the end (training.hub); the Trainer would create the repo at start.
+    push_to_hub, args.push_to_hub = args.push_to_hub, False
+    started = time.time()
+    checkpoint = resume_checkpoint(args)
+
+    corpus, tokenized, trainer = prepare_run(arguments, checkpoint)
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.log_metrics("train", train_result.metrics)
 

@@ -184,29 +184,24 @@ def without_trace_records(model) -> None:
         del node.metadata_props[:]
 
 
-def share_weights(folder: Path, names: tuple[str, ...] = ONNX_FILES, smallest: int = 1024) -> None:
-    """Move the initializers of `names` (of at least `smallest` bytes) into one external-data file, `WEIGHTS`, each
+def share_weights(models: list, path: Path, smallest: int = 1024) -> None:
+    """Move the initializers of `models` (of at least `smallest` bytes) into one external-data file at `path`, each
     distinct tensor once (by its bytes): tied weights traced into two graphs are stored and downloaded once."""
-    import onnx
     from onnx.external_data_helper import set_external_data
 
     offsets: dict[bytes, int] = {}
-    with open(folder / WEIGHTS, "wb") as weights:
-        for name in names:
-            model = onnx.load(folder / name)
-            without_trace_records(model)
-            for tensor in model.graph.initializer:
-                data = tensor.raw_data
-                if len(data) < smallest:
-                    continue
-                key = hashlib.sha256(data).digest() + tensor.data_type.to_bytes(4, "little")
-                if key not in offsets:
-                    weights.write(b"\0" * (-weights.tell() % 64))  # aligned, as runtimes that map the file want
-                    offsets[key] = weights.tell()
-                    weights.write(data)
-                set_external_data(tensor, WEIGHTS, offset=offsets[key], length=len(data))
-                tensor.ClearField("raw_data")
-            onnx.save(model, folder / name)
+    with open(path, "wb") as weights:
+        for tensor in (tensor for model in models for tensor in model.graph.initializer):
+            data = tensor.raw_data
+            if len(data) < smallest:
+                continue
+            key = hashlib.sha256(data).digest() + tensor.data_type.to_bytes(4, "little")
+            if key not in offsets:
+                weights.write(b"\0" * (-weights.tell() % 64))  # aligned, as runtimes that map the file want
+                offsets[key] = weights.tell()
+                weights.write(data)
+            set_external_data(tensor, path.name, offset=offsets[key], length=len(data))
+            tensor.ClearField("raw_data")
 
 
 def export_bytes(folder: str | Path) -> int:
@@ -220,6 +215,7 @@ def write_onnx(model_dir: str | Path, folder: str | Path, quantization: str | No
     if quantization is not None and quantization not in ONNX_QUANTIZATIONS:
         raise ExportError(f"quantization {quantization!r} is not one of {', '.join(ONNX_QUANTIZATIONS)} for ONNX.")
     try:
+        import onnx
         import onnxruntime  # noqa: F401
         import onnxscript  # noqa: F401  torch.onnx's exporter needs it
     except ImportError:
@@ -235,7 +231,12 @@ def write_onnx(model_dir: str | Path, folder: str | Path, quantization: str | No
         export_decoder(model, folder / DECODER)
         for name in ONNX_FILES if quantization == "int8" else ():
             quantize_int8(folder / name)
-    share_weights(folder)
+    graphs = {name: onnx.load(folder / name) for name in ONNX_FILES}
+    for graph in graphs.values():
+        without_trace_records(graph)
+    share_weights(list(graphs.values()), folder / WEIGHTS)
+    for name, graph in graphs.items():
+        onnx.save(graph, folder / name)
     for name in (*COPIED_FILES, "config.json"):
         if (Path(model_dir) / name).is_file():
             shutil.copy(Path(model_dir) / name, folder / name)

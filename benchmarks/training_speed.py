@@ -1,0 +1,56 @@
+"""Training speed of a `vt-train` command on this machine, for measuring one lever at a time (bf16, torch.compile,
+the batch size): steps/s and padded tokens/s over the second half of `--max_steps` steps (the first half meets the
+batch shapes: torch.compile compiles, the allocator makes its first requests), with no evaluation and no checkpoint.
+
+    python benchmarks/training_speed.py --config training/configs/multi30k_en_de.yaml \\
+        --data_dir ../shared/data/multi30k --output_dir /tmp/speed --max_steps 400 --bf16 false
+    ... --bf16 true | --torch_compile true | --max_tokens 4096
+
+The arguments are vt-train's; the vocabulary is trained once into --output_dir and reused. Prints figures, not
+verdicts; run nothing else heavy beside it.
+"""
+
+import logging
+import sys
+import time
+
+from transformers import TrainerCallback, set_seed
+
+from vanilla_transformer.training.allocator import reuse_freed_memory
+from vanilla_transformer.training.arguments import parse_arguments
+from vanilla_transformer.training.train import prepare_run
+
+
+class StepClock(TrainerCallback):
+    """The wall-clock time at the end of each step."""
+
+    def __init__(self):
+        self.times: dict[int, float] = {}
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.times[state.global_step] = time.perf_counter()
+
+
+def main() -> None:
+    no_evaluation = ["--eval_strategy", "no", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]
+    arguments = parse_arguments([*sys.argv[1:], *no_evaluation])
+    args = arguments[-1]
+    logging.basicConfig(level=logging.WARNING)
+    if args.reuse_freed_memory:
+        reuse_freed_memory()
+    set_seed(args.seed)
+    _, _, trainer = prepare_run(arguments, checkpoint=None)
+    clock = StepClock()
+    trainer.add_callback(clock)
+    trainer.train()
+    last, half = trainer.state.global_step, trainer.state.global_step // 2
+    steps_per_s = (last - half) / (clock.times[last] - clock.times[half])
+    print(
+        f"bf16 {args.bf16}, torch_compile {args.torch_compile}, max_tokens {args.max_tokens}: "
+        f"{steps_per_s:.2f} steps/s, {steps_per_s * args.max_tokens:,.0f} padded tokens/s a side "
+        f"(steps {half}-{last}; training loss {trainer.state.log_history[-1].get('train_loss', float('nan')):.3f})"
+    )
+
+
+if __name__ == "__main__":
+    main()
