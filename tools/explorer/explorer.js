@@ -159,8 +159,9 @@ function beamTree(beam, word) {
   const edges = [];
   beam.steps.forEach((step, s) => {
     const next = [];
-    // Each beam's candidates together, beams in order: the tree's branches do not cross.
-    const order = step.candidates.map((c, i) => i).sort((a, b) => step.candidates[a].parent - step.candidates[b].parent || a - b);
+    // Each beam's candidates together, in the order of the beams' places in the column before: branches never cross.
+    const parentY = (i) => nodes[beams[step.candidates[i].parent] ?? 0].y;
+    const order = step.candidates.map((c, i) => i).sort((a, b) => parentY(a) - parentY(b) || a - b);
     order.forEach((i, rank) => {
       const c = step.candidates[i];
       const status = c.finished ? "finished" : c.kept ? "kept" : "pruned";
