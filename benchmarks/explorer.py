@@ -11,7 +11,6 @@ Driven through Debian's headless Chromium and chromedriver (as the tests drive i
 """
 
 import argparse
-import gzip
 import shutil
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from selenium.webdriver.common.by import By
 
 from vanilla_transformer.export_onnx import export_bytes
 from vanilla_transformer.tools.site import build
+from vanilla_transformer.training.text_files import read_lines
 
 TRANSLATE_ALL = """
     const [sources, beams, done] = arguments;
@@ -37,12 +37,6 @@ TRANSLATE_ALL = """
         return { out, ms: performance.now() - started };
     })().then(done, (error) => done({ error: String(error) }));
 """
-
-
-def lines(path: str, count: int) -> list[str]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as file:
-        return [line.rstrip("\n") for line in islice(file, count)]
 
 
 def chromium() -> webdriver.Chrome:
@@ -90,7 +84,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=100)
     parser.add_argument("--port", type=int, default=8731)
     args = parser.parse_args()
-    sources, references = lines(args.source, args.sentences), lines(args.reference, args.sentences)
+    sources, references = [list(islice(read_lines(path), args.sentences)) for path in (args.source, args.reference)]
     rows = {}
     with tempfile.TemporaryDirectory() as scratch:
         for quantization in (None, "int8"):

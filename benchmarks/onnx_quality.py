@@ -11,7 +11,6 @@ Prints figures, not verdicts.
 """
 
 import argparse
-import gzip
 import tempfile
 import time
 from itertools import islice
@@ -24,12 +23,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from vanilla_transformer.export_onnx import export_bytes
 from vanilla_transformer.onnx_model import VanillaTransformerOnnxModel
 from vanilla_transformer.tools.export import export_onnx
-
-
-def lines(path: str, count: int | None) -> list[str]:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as file:
-        return [line.rstrip("\n") for line in islice(file, count)]
+from vanilla_transformer.training.text_files import read_lines
 
 
 def translate(model, tokenizer, sources: list[str], batch_size: int) -> tuple[list[list[int]], float]:
@@ -51,7 +45,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=None, help="the first N (default: all)")
     parser.add_argument("--batch_size", type=int, default=64)
     args = parser.parse_args()
-    sources, references = lines(args.source, args.sentences), lines(args.reference, args.sentences)
+    sources, references = [list(islice(read_lines(path), args.sentences)) for path in (args.source, args.reference)]
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     models = {"PyTorch": (AutoModelForSeq2SeqLM.from_pretrained(args.model).eval(), None)}
     with tempfile.TemporaryDirectory() as scratch:

@@ -42,13 +42,13 @@ def main() -> None:
     _, _, trainer = prepare_run(arguments, checkpoint=None)
     clock = StepClock()
     trainer.add_callback(clock)
-    trainer.train()
+    result = trainer.train()
     last, half = trainer.state.global_step, trainer.state.global_step // 2
     steps_per_s = (last - half) / (clock.times[last] - clock.times[half])
     print(
         f"bf16 {args.bf16}, torch_compile {args.torch_compile}, max_tokens {args.max_tokens}: "
         f"{steps_per_s:.2f} steps/s, {steps_per_s * args.max_tokens:,.0f} padded tokens/s a side "
-        f"(steps {half}-{last}; training loss {trainer.state.log_history[-1].get('train_loss', float('nan')):.3f})"
+        f"(steps {half}-{last}; training loss {result.training_loss:.3f})"
     )
 
 

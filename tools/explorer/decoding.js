@@ -185,15 +185,11 @@ export class Translator {
         .slice(0, beams)
         .map(({ h }) => h);
       steps.push({
-        candidates: candidates.map((c, i) => ({
-          parent: c.beam,
-          id: c.id,
-          score: c.score,
-          ends: c.ends,
-          kept: next.some((n) => n.i === i),
-          beam: next.findIndex((n) => n.i === i), // the running beam it becomes at the next step (-1: none)
-          finished: finished.some((h) => h.ids === c.ids),
-        })),
+        candidates: candidates.map((c, i) => {
+          const beam = next.findIndex((n) => n.i === i); // the running beam it becomes at the next step (-1: none)
+          const done = finished.some((h) => h.ids === c.ids);
+          return { parent: c.beam, id: c.id, score: c.score, ends: c.ends, kept: beam >= 0, beam, finished: done };
+        }),
         running: running.map((ids) => ids.slice()),
       });
       // Reorder the cache to the beams that go on, and feed each its new token.

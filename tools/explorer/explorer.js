@@ -160,13 +160,13 @@ function beamTree(beam, word) {
   beam.steps.forEach((step, s) => {
     const next = [];
     // Each beam's candidates together, in the order of the beams' places in the column before: branches never cross.
-    const parentY = (i) => nodes[beams[step.candidates[i].parent] ?? 0].y;
-    const order = step.candidates.map((c, i) => i).sort((a, b) => parentY(a) - parentY(b) || a - b);
+    const parents = step.candidates.map((c) => beams[c.parent] ?? 0); // each candidate's node in the column before
+    const order = step.candidates.map((c, i) => i).sort((a, b) => nodes[parents[a]].y - nodes[parents[b]].y || a - b);
     order.forEach((i, rank) => {
       const c = step.candidates[i];
       const status = c.finished ? "finished" : c.kept ? "kept" : "pruned";
       const node = nodes.push({ x: 10 + (s + 1) * column, y: top + rank * row, label: `${word(c.id)} ${c.score.toFixed(2)}`, status }) - 1;
-      const parent = beams[c.parent] ?? 0;
+      const parent = parents[i];
       const ids = [...step.running[c.parent], c.id];
       const onBest = best && ids.length <= best.length && ids.every((id, k) => id === best[k]);
       edges.push({ from: nodes[parent], to: nodes[node], status, onBest });
