@@ -1,10 +1,11 @@
 """Training speed of a `vt-train` command on this machine, for measuring one lever at a time (bf16, torch.compile,
-the batch size): steps/s and padded tokens/s over the second half of `--max_steps` steps (the first half meets the
-batch shapes: torch.compile compiles, the allocator makes its first requests), with no evaluation and no checkpoint.
+the batch size, R-Drop): steps/s and padded tokens/s over the second half of `--max_steps` steps (the first half
+meets the batch shapes: torch.compile compiles, the allocator makes its first requests), with no evaluation and no
+checkpoint.
 
     python benchmarks/training_speed.py --config training/configs/multi30k_en_de.yaml \\
         --data_dir ../shared/data/multi30k --output_dir /tmp/speed --max_steps 400 --bf16 false
-    ... --bf16 true | --torch_compile true | --max_tokens 4096
+    ... --bf16 true | --torch_compile true | --max_tokens 4096 | --r_drop_alpha 5
 
 The arguments are vt-train's; the vocabulary is trained once into --output_dir and reused. Prints figures, not
 verdicts; run nothing else heavy beside it.
@@ -46,7 +47,8 @@ def main() -> None:
     last, half = trainer.state.global_step, trainer.state.global_step // 2
     steps_per_s = (last - half) / (clock.times[last] - clock.times[half])
     print(
-        f"bf16 {args.bf16}, torch_compile {args.torch_compile}, max_tokens {args.max_tokens}: "
+        f"bf16 {args.bf16}, torch_compile {args.torch_compile}, max_tokens {args.max_tokens}, "
+        f"r_drop_alpha {args.r_drop_alpha}: "
         f"{steps_per_s:.2f} steps/s, {steps_per_s * args.max_tokens:,.0f} padded tokens/s a side "
         f"(steps {half}-{last}; training loss {result.training_loss:.3f})"
     )

@@ -83,4 +83,6 @@ def test_training_speed_times_the_second_half_of_a_runs_steps(tmp_path, monkeypa
     monkeypatch.setattr(sys, "argv", ["training_speed.py", *command])
     training_speed.main()
     printed = capsys.readouterr().out
-    assert re.search(r"max_tokens 512: [\d.]+ steps/s, [\d,]+ padded tokens/s a side \(steps 3-6;", printed), printed
+    assert re.search(
+        r"max_tokens 512, r_drop_alpha 0.0: [\d.]+ steps/s, [\d,]+ padded tokens/s a side \(steps 3-6;", printed
+    ), printed

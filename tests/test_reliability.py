@@ -461,6 +461,7 @@ CASES = [
     ("vt-train", "`--layers -1`", arguments("--layers", "-1")),
     ("vt-train", "`--max_tokens lots`", arguments("--max_tokens", "lots")),
     ("vt-train", "`--bpe_dropout 1.5`", arguments("--bpe_dropout", "1.5")),
+    ("vt-train", "`--r_drop_alpha -5`", arguments("--r_drop_alpha", "-5")),
     (
         "vt-train",
         "`--bpe_dropout 0.1 --model_type unigram`",

@@ -170,6 +170,72 @@ def test_translation_trainer_loss_is_the_trainers_label_smoothed_loss(tmp_path):
     torch.testing.assert_close(halved, expected / 2, rtol=1e-5, atol=1e-6)
 
 
+# R-Drop (Liang et al., 2021), a recipe option ---------------------------------------------------------------------
+def test_r_drop_adds_alpha_times_the_symmetric_kl_of_the_two_copies_to_their_cross_entropy():
+    from vanilla_transformer.training.loss import LabelSmoothedCrossEntropy, RDropLoss
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 5, 11, generator=generator, requires_grad=True)  # 2 pairs, each twice: (2B, T, V)
+    labels = torch.randint(0, 11, (2, 5), generator=generator)
+    labels[1, -2:] = -100
+    labels = torch.cat([labels, labels])
+    log_p1, log_p2 = logits.log_softmax(-1).chunk(2)
+    kl = torch.nn.functional.kl_div  # kl_div(log q, log p, log_target=True) = KL(p || q), per word
+    both = kl(log_p2, log_p1, reduction="none", log_target=True) + kl(log_p1, log_p2, reduction="none", log_target=True)
+    symmetric = both.sum(-1)[labels[:2] != -100].sum() / 2
+    smoothed = LabelSmoothedCrossEntropy(0.1)({"logits": logits}, labels)
+    count = int((labels != -100).sum())
+
+    loss = RDropLoss(0.1, alpha=5.0)({"logits": logits}, labels)
+    torch.testing.assert_close(loss, smoothed + 5.0 * symmetric / count)
+    loss.backward()  # both copies learn from the divergence
+    assert logits.grad[:2].abs().sum() > 0 and logits.grad[2:].abs().sum() > 0
+    same = torch.cat([logits[:2], logits[:2]]).detach().requires_grad_()  # one dropout mask twice: no divergence
+    torch.testing.assert_close(
+        RDropLoss(0.1, 5.0)({"logits": same}, labels), LabelSmoothedCrossEntropy(0.1)({"logits": same}, labels)
+    )
+    once = logits.detach()[:3]  # evaluation runs without gradients, each pair once: the cross-entropy alone
+    torch.testing.assert_close(
+        RDropLoss(0.1, 5.0)({"logits": once}, labels[:3]), LabelSmoothedCrossEntropy(0.1)({"logits": once}, labels[:3])
+    )
+    with pytest.raises(ValueError, match="training batch of 3 rows cannot hold each pair twice"):
+        RDropLoss(0.1, 5.0)({"logits": logits[:3]}, labels[:3])
+
+
+def test_r_drop_trains_on_each_pair_twice_under_two_dropout_masks(tmp_path):
+    from datasets import Dataset
+    from transformers import DataCollatorForSeq2Seq
+
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+    from vanilla_transformer.training.loss import LabelSmoothedCrossEntropy
+    from vanilla_transformer.training.recipe import TranslationTrainer
+
+    from .helpers import PAIRS, tiny_model, word_tokenizer
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer), dropout=0.3)
+    pairs = Dataset.from_list([dict(tokenizer(s, text_target=t)) for s, t in PAIRS])
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model)
+    args = TranslationTrainingArguments(
+        str(tmp_path), r_drop_alpha=5.0, max_tokens=64, report_to=[], use_cpu=True, remove_unused_columns=False
+    )
+    trainer = TranslationTrainer(model=model, args=args, train_dataset=pairs, data_collator=collator)
+    batch = next(iter(trainer.get_train_dataloader()))
+    rows = len(batch["labels"]) // 2
+    assert rows > 0 and len(batch["labels"]) == 2 * rows
+    for name in ("input_ids", "attention_mask", "decoder_input_ids", "labels"):
+        assert torch.equal(batch[name][:rows], batch[name][rows:]), name
+
+    model.train()
+    torch.manual_seed(0)
+    loss, outputs = trainer.compute_loss(model, dict(batch), return_outputs=True)
+    assert not torch.allclose(outputs.logits[:rows], outputs.logits[rows:])  # two dropout masks
+    cross_entropy = LabelSmoothedCrossEntropy(0.1)(outputs, batch["labels"])
+    assert loss > cross_entropy  # the divergence between the masks' predictions is added
+    with pytest.raises(ValueError, match="--r_drop_alpha -1.0: must be at least 0"):
+        TranslationTrainingArguments(str(tmp_path), r_drop_alpha=-1.0)
+
+
 def test_training_pairs_with_ids_outside_the_model_are_named_before_training():
     from vanilla_transformer.training.recipe import check_token_ids_fit
 

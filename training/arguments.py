@@ -114,6 +114,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "0: off."
         },
     )
+    r_drop_alpha: float = field(
+        default=0.0,
+        metadata={
+            "help": "R-Drop (Liang et al., 2021): each training pair runs twice under two dropout masks and the loss "
+            "adds this times the symmetric KL divergence of the two predictions (their 5 for translation); a step "
+            "costs about twice as much. 0: off."
+        },
+    )
     predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate BLEU on beam-search output."})
     num_beams: int = field(default=4, metadata={"help": "Beam size for evaluation and the saved model (§6.1)."})
     length_penalty: float = field(default=0.6, metadata={"help": "Beam length penalty alpha (§6.1)."})
@@ -162,6 +170,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--max_train_minutes {self.max_train_minutes}: must be positive (or 0: no limit).")
         if not 0 <= self.label_smoothing_factor < 1:
             raise ValueError(f"--label_smoothing_factor {self.label_smoothing_factor}: must be in [0, 1).")
+        if self.r_drop_alpha < 0:
+            raise ValueError(f"--r_drop_alpha {self.r_drop_alpha}: must be at least 0 (0: off).")
         if not 0 <= self.bpe_dropout < 1:
             raise ValueError(f"--bpe_dropout {self.bpe_dropout}: must be in [0, 1) (0: off).")
         if self.fp16 and not torch.cuda.is_available():

@@ -1,8 +1,12 @@
-"""§5.4 label smoothing: the recipe's loss, given to the Trainer as its `compute_loss_func`.
+"""The recipe's losses, given to the Trainer as its `compute_loss_func`; the model's own loss is the plain
+cross-entropy (as every transformers model's), the recipe's live here, as fairseq keeps them in criteria.
 
-"During training, we employed label smoothing of value eps_ls = 0.1. This hurts perplexity, as the model learns to
-be more unsure, but improves accuracy and BLEU score." The model's own loss is the plain cross-entropy (as every
-transformers model's); the recipe's lives here, as fairseq keeps it in a criterion.
+§5.4 label smoothing: "During training, we employed label smoothing of value eps_ls = 0.1. This hurts perplexity, as
+the model learns to be more unsure, but improves accuracy and BLEU score."
+
+R-Drop (Liang et al., "R-Drop: Regularized Dropout for Neural Networks", NeurIPS 2021, Eq. 3), an option of the
+recipe and not of the paper: each training pair goes through the model twice, under two dropout masks, and the loss
+adds alpha times the symmetric KL divergence between the two predicted distributions to both copies' cross-entropy.
 """
 
 import torch
@@ -10,14 +14,20 @@ from torch import nn
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 
-class LabelSmoothedCrossEntropy:
-    """Cross-entropy against a target distribution of (1 - eps) on the label and eps spread uniformly over the
-    vocabulary; positions labelled -100 are ignored.
+def per_label(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
+    """A loss summed over labelled positions, divided by `num_items_in_batch` (the labels of the whole accumulated,
+    all-device batch) when given, so that gradient accumulation and data parallelism give the gradient of one big
+    batch; else by this batch's labels."""
+    count = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
+    # A batch without a label adds nothing (the mean over no position is nan); clamped on the device, no sync.
+    count = count.to(total.device).clamp(min=1) if isinstance(count, torch.Tensor) else max(count, 1)
+    return total / count
 
-    Called by the Trainer as `compute_loss_func(outputs, labels, num_items_in_batch)`: the sum over labelled positions
-    is divided by `num_items_in_batch` (the labels of the whole accumulated, all-device batch) when given, so that
-    gradient accumulation and data parallelism give the gradient of one big batch; else by this batch's labels.
-    """
+
+class LabelSmoothedCrossEntropy:
+    """§5.4: cross-entropy against (1 - eps) on the label and eps spread uniformly over the vocabulary, per labelled
+    position (positions labelled -100 are ignored). Called by the Trainer as
+    `compute_loss_func(outputs, labels, num_items_in_batch)`."""
 
     def __init__(self, epsilon: float):
         self.epsilon = epsilon
@@ -28,15 +38,56 @@ class LabelSmoothedCrossEntropy:
         labels: torch.Tensor,
         num_items_in_batch: int | torch.Tensor | None = None,
     ) -> torch.Tensor:
-        logits = outputs["logits"]  # (B, T, V): decoder position t predicts labels[t]
-        total = nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]).float(),
+        return per_label(self.summed(outputs["logits"], labels), labels, num_items_in_batch)
+
+    def summed(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The loss summed over the labelled positions."""
+        return nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(),  # (B*T, V): decoder position t predicts labels[t]
             labels.reshape(-1),
             ignore_index=-100,
             label_smoothing=self.epsilon,
             reduction="sum",
         )
-        count = num_items_in_batch if num_items_in_batch is not None else (labels != -100).sum()
-        # A batch without a label adds nothing (the mean over no position is nan); clamped on the device, no sync.
-        count = count.to(total.device).clamp(min=1) if isinstance(count, torch.Tensor) else max(count, 1)
-        return total / count
+
+
+def symmetric_kl_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """R-Drop's ½ (KL(P1 ‖ P2) + KL(P2 ‖ P1)) between the first and the second half of a batch (the same pairs under
+    two dropout masks), summed over the labelled positions of a pair once."""
+    log_p1, log_p2 = logits.float().log_softmax(-1).chunk(2)  # (B, T, V) each
+    labelled = (labels.chunk(2)[0] != -100).unsqueeze(-1)  # (B, T, 1)
+    # KL(P1 ‖ P2) + KL(P2 ‖ P1) = Σ_v (p1 - p2)(log p1 - log p2)
+    divergence = (log_p1.exp() - log_p2.exp()) * (log_p1 - log_p2)
+    return divergence.masked_fill(~labelled, 0.0).sum() / 2
+
+
+class RDropLoss(LabelSmoothedCrossEntropy):
+    """Liang et al. (2021), Eq. 3, as fairseq's R-Drop criterion computes it: both copies' label-smoothed
+    cross-entropy plus alpha times their symmetric KL divergence, per labelled position of the doubled batch.
+
+    A training batch holds each pair twice, the second copy after the first (`PairsTwice`); an evaluation batch, run
+    without gradients, holds each pair once and gets the label-smoothed cross-entropy alone."""
+
+    def __init__(self, epsilon: float, alpha: float):
+        super().__init__(epsilon)
+        self.alpha = alpha
+
+    def summed(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        total = super().summed(logits, labels)
+        if not logits.requires_grad:
+            return total
+        if len(labels) % 2:
+            raise ValueError(f"R-Drop: a training batch of {len(labels)} rows cannot hold each pair twice.")
+        return total + self.alpha * symmetric_kl_sum(logits, labels)
+
+
+class PairsTwice:
+    """R-Drop's training batches: the collator's batch, then the same rows again, so that one forward pass draws two
+    dropout masks for every pair."""
+
+    def __init__(self, collate):
+        self.collate = collate
+
+    def __call__(self, features: list) -> dict:
+        batch = self.collate(features)
+        return {name: torch.cat([value, value]) for name, value in batch.items()}

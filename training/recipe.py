@@ -1,7 +1,7 @@
-"""The paper's training recipe (§5) as a `Seq2SeqTrainer`: token-budget batches, label smoothing as the Trainer's
-`compute_loss_func`, a wall-clock limit, and evaluation metrics computed on exactly the evaluation set. Adam(0.9,
-0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and model settings (see
-`arguments.TranslationTrainingArguments`)."""
+"""The paper's training recipe (§5) as a `Seq2SeqTrainer`: token-budget batches, label smoothing (R-Drop as an
+option) as the Trainer's `compute_loss_func`, a wall-clock limit, and evaluation metrics computed on exactly the
+evaluation set. Adam(0.9, 0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and model
+settings (see `arguments.TranslationTrainingArguments`)."""
 
 import copy
 import time
@@ -12,7 +12,7 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 
 from .batching import TokenBudgetBatchSampler
 from .data import TEXT_COLUMNS
-from .loss import LabelSmoothedCrossEntropy
+from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss
 from .subword_regularization import BpeDropoutPairs
 
 
@@ -70,7 +70,8 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.compute_loss_func is None:
             # §5.4: cross_entropy smooths fused, where the Trainer's LabelSmoother would materialise -log_softmax over
             # every logit of the batch.
-            self.compute_loss_func = LabelSmoothedCrossEntropy(self.args.label_smoothing_factor)
+            epsilon, alpha = self.args.label_smoothing_factor, self.args.r_drop_alpha
+            self.compute_loss_func = RDropLoss(epsilon, alpha) if alpha else LabelSmoothedCrossEntropy(epsilon)
             self.label_smoother = None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
@@ -102,7 +103,8 @@ class TranslationTrainer(Seq2SeqTrainer):
         return self.state.global_step >= self.state.max_steps or bool(out_of_time)
 
     def get_train_dataloader(self) -> DataLoader:
-        """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences."""
+        """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences (each pair
+        twice with R-Drop)."""
         dataset = self.train_dataset
         sources, targets = dataset["input_ids"], dataset["labels"]  # read once: a column read copies it out of Arrow
         check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
@@ -119,7 +121,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         loader = DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=self.data_collator,
+            collate_fn=PairsTwice(self.data_collator) if self.args.r_drop_alpha else self.data_collator,
             num_workers=workers,
             pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available(),
             persistent_workers=workers > 0 and self.args.dataloader_persistent_workers,

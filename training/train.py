@@ -62,6 +62,7 @@ SHAPING_SETTINGS = (
     "weight_decay",
     "max_grad_norm",
     "bpe_dropout",
+    "r_drop_alpha",
     "seed",
 )
 
@@ -113,7 +114,8 @@ def check_run_settings(output_dir: Path, settings: dict, resuming: bool) -> None
     if not saved.exists():  # runs from before the record are resumed as they are
         return
     earlier = json.loads(saved.read_text(encoding="utf-8"))
-    changed = {name: (earlier.get(name), value) for name, value in settings.items() if earlier.get(name) != value}
+    # A run recorded before a setting existed is checked on the settings it recorded.
+    changed = {name: (earlier[name], value) for name, value in settings.items() if earlier.get(name, value) != value}
     if changed:
         listed = ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changed.items())
         raise OutputFolderError(
@@ -293,6 +295,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "schedule": args.lr_scheduler_type,
         "label smoothing": args.label_smoothing_factor,
         "BPE-dropout": args.bpe_dropout or None,
+        "R-Drop alpha": args.r_drop_alpha or None,
         "checkpoints averaged": args.average_checkpoints if args.average_checkpoints > 1 else None,
         "seed": args.seed,
     }
