@@ -119,7 +119,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         metadata={
             "help": "R-Drop (Liang et al., 2021): each training pair runs twice under two dropout masks and the loss "
             "adds this times the symmetric KL divergence of the two predictions (their 5 for translation); a step "
-            "costs about twice as much. 0: off."
+            "costs over twice as much. 0: off."
         },
     )
     predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate BLEU on beam-search output."})
