@@ -475,6 +475,8 @@ def test_two_processes_give_the_loss_of_one_and_only_rank_0_writes(tmp_path):
     for name, process in (("one", one), ("two", two)):
         assert process.returncode == 0, logs[name][-4000:]
     assert logs["two"].count("== training summary ==") == 1  # only rank 0 reports and writes the folder
+    # DDP's search for parameters without a gradient is off (every parameter has one); torch warns when it is on.
+    assert "find_unused_parameters=True" not in logs["two"]
 
     def losses(run: str) -> list[float]:
         history = json.loads((tmp_path / run / "results.json").read_text())["summary"]["loss_history"]

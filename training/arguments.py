@@ -144,6 +144,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "resident memory. Linux with glibc only; false: malloc's defaults."
         },
     )
+    ddp_find_unused_parameters: bool | None = field(
+        default=False,
+        metadata={
+            "help": "Under several processes, search each step's graph for parameters without a gradient (the "
+            "Trainer's default for a PreTrainedModel). Off: every parameter of this model gets one at every step, so "
+            "the search finds nothing (and torch warns that it searched in vain)."
+        },
+    )
     dataloader_num_workers: int | None = field(
         default=None,
         metadata={
