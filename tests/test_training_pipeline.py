@@ -124,6 +124,14 @@ def test_every_shipped_config_parses_into_the_values_its_file_states(config):
             assert parsed[name] == stated[name], name
 
 
+def test_each_stack_can_have_its_own_depth_and_it_wins_over_layers():
+    model = parse_arguments([*SMOKE, "--layers", "3", "--encoder_layers", "5", "--output_dir", "x"])[0]
+    config = model.model_config()
+    assert (config.encoder_layers, config.decoder_layers) == (5, 3)
+    with pytest.raises(SystemExit, match=re.escape("decoder_layers=0: must be a whole number of at least 1")):
+        parse_arguments([*SMOKE, "--decoder_layers", "0"])
+
+
 def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
     data = parse_arguments([*SMOKE[:2], "--train_file", "pairs.tsv", "--output_dir", "elsewhere"])[1]
     assert (data.train_file, data.data_dir) == ("pairs.tsv", None)  # the config's data_dir gives way

@@ -34,6 +34,8 @@ class ModelArguments:
     preset: str = field(default="base", metadata={"help": "The paper's 'base' or 'big' model (Table 3)."})
     d_model: int | None = field(default=None, metadata={"help": "Overrides the preset's d_model."})
     layers: int | None = field(default=None, metadata={"help": "Encoder and decoder layers (N)."})
+    encoder_layers: int | None = field(default=None, metadata={"help": "Encoder layers alone; overrides --layers."})
+    decoder_layers: int | None = field(default=None, metadata={"help": "Decoder layers alone; overrides --layers."})
     attention_heads: int | None = field(default=None, metadata={"help": "Heads (h) in every attention block."})
     ffn_dim: int | None = field(default=None, metadata={"help": "Inner FFN width (d_ff)."})
     dropout: float | None = field(default=None, metadata={"help": "P_drop (§5.4)."})
@@ -67,6 +69,8 @@ DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
 # ModelArguments -> VanillaTransformerConfig fields
 CONFIG_FIELDS = {
     "layers": ("encoder_layers", "decoder_layers"),
+    "encoder_layers": ("encoder_layers",),  # after "layers": a stack's own count wins
+    "decoder_layers": ("decoder_layers",),
     "attention_heads": ("encoder_attention_heads", "decoder_attention_heads"),
     "ffn_dim": ("encoder_ffn_dim", "decoder_ffn_dim"),
     "d_model": ("d_model",),
