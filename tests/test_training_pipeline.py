@@ -1,5 +1,6 @@
 """training.train end to end: the Hub-ready folder, fine-tuning, averaging, resume after a kill, two processes."""
 
+import dataclasses
 import json
 import os
 import platform
@@ -19,7 +20,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSe
 
 from vanilla_transformer.tools.curves import curve, plot_curves, read_log_history
 from vanilla_transformer.tools.report import run_table
-from vanilla_transformer.training.arguments import parse_arguments
+from vanilla_transformer.training.arguments import TranslationTrainingArguments, parse_arguments
 from vanilla_transformer.training.average_checkpoints import last_checkpoints
 from vanilla_transformer.training.average_checkpoints import main as average_main
 from vanilla_transformer.training.hub import hub_files
@@ -332,6 +333,9 @@ def test_batches_take_few_shapes_under_torch_compile_and_workers_default_to_the_
             assert batch["input_ids"].shape[1] == max(len(f["input_ids"]) for f in features)
     assert args.dataloader_num_workers == 0  # a CPU's cores train; a CUDA machine gets 2
     assert parse_arguments([*SMOKE, "--dataloader_num_workers", "3"])[-1].dataloader_num_workers == 3
+    # Unpinned on a GPU too: with persistent workers torch 2.11 waited 5 s for each worker at exit (pytorch#81794).
+    defaults = {f.name: f.default for f in dataclasses.fields(TranslationTrainingArguments)}
+    assert defaults["dataloader_pin_memory"] is False
 
 
 def test_smoke_run_on_real_multi30k_pairs(tmp_path):

@@ -163,6 +163,13 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "computes), 0 on a CPU."
         },
     )
+    dataloader_pin_memory: bool = field(
+        default=False,
+        metadata={
+            "help": "Copy batches to the GPU from pinned memory. Off: a batch is under a megabyte, and with persistent "
+            "workers torch 2.11 and older waits 5 s for each worker at exit (pytorch#81794)."
+        },
+    )
     bf16: bool | None = field(
         default=None,
         # nargs/const: a bare --bf16 still means true, as for the Trainer's own flag (HfArgumentParser passes these on).
