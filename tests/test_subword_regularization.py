@@ -52,6 +52,8 @@ def test_only_a_bpe_vocabulary_and_a_probability_are_accepted(tokenizer):
         tokenizer_with_bpe_dropout(tokenizer, 1.0)
     with pytest.raises(SystemExit, match=re.escape("--bpe_dropout -0.1: must be in [0, 1) (0: off)")):
         parse_arguments([*SMOKE, "--bpe_dropout", "-0.1"])
+    with pytest.raises(SystemExit, match="--regroup_batches with --bpe_dropout: BPE-dropout already cuts new"):
+        parse_arguments([*SMOKE, "--bpe_dropout", "0.1", "--regroup_batches", "true"])
 
 
 def test_each_epoch_has_new_segmentations_and_batches_cut_for_them(tokenizer):

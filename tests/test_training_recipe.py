@@ -45,6 +45,25 @@ def test_batches_group_similar_lengths_and_epochs_reorder_them():
     assert list(again) == second  # a resumed run sees the same batches in the same order
 
 
+def test_regrouped_batches_keep_their_shapes_and_change_their_pairs_every_epoch():
+    source, target = random_lengths(2000)
+    fixed = TokenBudgetBatchSampler(source, target, max_tokens=1000, seed=1)
+    sampler = TokenBudgetBatchSampler(source, target, max_tokens=1000, seed=1, regroup=True)
+    assert sampler.batches == fixed.batches  # epoch 0 is the plain sampler's
+
+    def shapes(batches):
+        return sorted((max(source[i] for i in b), max(target[i] for i in b), len(b)) for b in batches)
+
+    sampler.set_epoch(1)
+    second = list(sampler)
+    assert shapes(second) == shapes(fixed.batches)
+    assert sorted(i for batch in second for i in batch) == list(range(2000))
+    assert {frozenset(b) for b in second} != {frozenset(b) for b in fixed.batches}
+    again = TokenBudgetBatchSampler(source, target, max_tokens=1000, seed=1, regroup=True)
+    again.set_epoch(1)
+    assert list(again) == second  # a resumed run sees the same batches in the same order
+
+
 def test_translation_like_lengths_pad_under_five_percent():
     # Target lengths follow source lengths, as in a parallel corpus: a quarter longer or shorter at most.
     rng = random.Random(0)

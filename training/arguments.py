@@ -94,6 +94,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     _argument_group_name: ClassVar[str] = "training: the recipe's settings (§5, §6.1), then Seq2SeqTrainingArguments'"
 
     max_tokens: int = field(default=4096, metadata={"help": "Padded tokens per batch and side (paper: ~25000)."})
+    regroup_batches: bool = field(
+        default=False,
+        metadata={
+            "help": "Every epoch, put pairs of the same lengths into batches with other such pairs (the same batch "
+            "shapes, other company, as Marian's shuffled batches have). Off: the batches are formed once and only "
+            "their order changes (fairseq's)."
+        },
+    )
     learning_rate: float = field(
         default=0.0,
         metadata={"help": "Peak learning rate; 0 means the paper's d_model^-0.5 * warmup^-0.5 (times --lr_scale)."},
@@ -202,6 +210,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             # Not restarted at every epoch; except with BPE-dropout, whose segmentations of an epoch reach the workers
             # when they start.
             self.dataloader_persistent_workers = torch.cuda.is_available() and not self.bpe_dropout
+        if self.bpe_dropout and self.regroup_batches:
+            raise ValueError("--regroup_batches with --bpe_dropout: BPE-dropout already cuts new batches every epoch.")
         if self.bpe_dropout and self.dataloader_persistent_workers and self.dataloader_num_workers:
             raise ValueError(
                 "--bpe_dropout with --dataloader_persistent_workers: persistent workers would keep the first "

@@ -27,10 +27,19 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     The batches are formed once (pairs sorted by their longer side, then source and target length, ties broken by
     a seeded shuffle; `recut` forms as many again for new lengths of the same pairs), so their number is fixed;
     `set_epoch` reshuffles their order, deterministically from `seed` and the epoch, so that a resumed run sees the
-    same batches in the same order. A pair longer than the budget on its own gets a batch of its own.
+    same batches in the same order. With `regroup`, `set_epoch` also breaks the ties anew for each epoch: the
+    batches keep their shapes, but pairs of the same lengths meet other pairs. A pair longer than the budget on its
+    own gets a batch of its own.
     """
 
-    def __init__(self, source_lengths: Sequence[int], target_lengths: Sequence[int], max_tokens: int, seed: int = 0):
+    def __init__(
+        self,
+        source_lengths: Sequence[int],
+        target_lengths: Sequence[int],
+        max_tokens: int,
+        seed: int = 0,
+        regroup: bool = False,
+    ):
         if len(source_lengths) != len(target_lengths):
             raise ValueError(f"{len(source_lengths)} source lengths but {len(target_lengths)} target lengths.")
         if max_tokens <= 0:
@@ -38,8 +47,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.seed = seed
         self.epoch = 0
         self.max_tokens = max_tokens
-        self.tie_break = list(range(len(source_lengths)))
-        random.Random(seed).shuffle(self.tie_break)
+        self.regroup = regroup
+        self.lengths = (source_lengths, target_lengths)
+        self.tie_break = seeded_order(len(source_lengths), seed)
         self.batches: list[list[int]] = cut_sorted_pairs(
             self.sorted_pairs(source_lengths, target_lengths), source_lengths, target_lengths, max_tokens
         )
@@ -77,12 +87,21 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     @classmethod
     def from_token_ids(
-        cls, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], max_tokens: int, seed: int = 0
+        cls,
+        sources: Sequence[Sequence[int]],
+        targets: Sequence[Sequence[int]],
+        max_tokens: int,
+        seed: int = 0,
+        regroup: bool = False,
     ) -> "TokenBudgetBatchSampler":
         """Batches of tokenized pairs (a dataset's "input_ids" and "labels" columns)."""
-        return cls([len(ids) for ids in sources], [len(ids) for ids in targets], max_tokens, seed)
+        return cls([len(ids) for ids in sources], [len(ids) for ids in targets], max_tokens, seed, regroup)
 
     def set_epoch(self, epoch: int) -> None:
+        if self.regroup and epoch != self.epoch:
+            # Ties alone change: the sorted lengths, so the cuts and the number of batches, stay the same.
+            self.tie_break = seeded_order(len(self.tie_break), self.seed + epoch)
+            self.batches = cut_sorted_pairs(self.sorted_pairs(*self.lengths), *self.lengths, self.max_tokens)
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -115,3 +134,10 @@ def cut_sorted_pairs(
     if batch:
         batches.append(batch)
     return batches
+
+
+def seeded_order(count: int, seed: int) -> list[int]:
+    """0 .. count - 1 in an order shuffled by `seed`."""
+    order = list(range(count))
+    random.Random(seed).shuffle(order)
+    return order

@@ -108,7 +108,9 @@ class TranslationTrainer(Seq2SeqTrainer):
         dataset = self.train_dataset
         sources, targets = dataset["input_ids"], dataset["labels"]  # read once: a column read copies it out of Arrow
         check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
-        sampler = TokenBudgetBatchSampler.from_token_ids(sources, targets, self.args.max_tokens, self.args.seed)
+        sampler = TokenBudgetBatchSampler.from_token_ids(
+            sources, targets, self.args.max_tokens, self.args.seed, regroup=self.args.regroup_batches
+        )
         text = [column for column in TEXT_COLUMNS if column in dataset.column_names]
         if self.args.bpe_dropout:
             if len(text) < len(TEXT_COLUMNS):

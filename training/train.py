@@ -290,6 +290,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "vocabulary": f"{vocabulary}, {config['vocab_size']:,} tokens",
         "dropout": config["dropout"],
         "tokens per batch and side": args.max_tokens,
+        "batches": "regrouped every epoch" if args.regroup_batches else None,
         "optimizer": f"Adam({args.adam_beta1}, {args.adam_beta2}, {args.adam_epsilon})",
         "learning rate": f"{args.learning_rate:.3g} at its peak, after {int(args.warmup_steps):,} warmup steps",
         "schedule": args.lr_scheduler_type,
