@@ -255,6 +255,71 @@ def test_r_drop_trains_on_each_pair_twice_under_two_dropout_masks(tmp_path):
         TranslationTrainingArguments(str(tmp_path), r_drop_alpha=-1.0)
 
 
+# The fused output loss (--fused_output_loss), a recipe option -----------------------------------------------------
+def test_fused_output_loss_gives_the_output_layers_label_smoothed_loss_and_its_gradients():
+    from vanilla_transformer.training.loss import ROWS_AT_A_TIME, fused_output_cross_entropy_sum
+
+    generator = torch.Generator().manual_seed(0)
+    length = ROWS_AT_A_TIME // 2 + 3  # three rows of labels: two chunks of positions, the second partly full
+    hidden = torch.randn(3, length, 16, generator=generator, requires_grad=True)  # (B, T, D)
+    weight = torch.randn(50, 16, generator=generator, requires_grad=True)  # (V, D)
+    labels = torch.randint(0, 50, (3, length), generator=generator)
+    labels[0, 20:] = -100
+    logits = (hidden @ weight.t()).reshape(-1, 50)
+    plain = torch.nn.functional.cross_entropy(logits, labels.reshape(-1), label_smoothing=0.1, reduction="sum")
+    plain_gradients = torch.autograd.grad(plain / 7, (hidden, weight))
+
+    fused = fused_output_cross_entropy_sum(hidden, weight, labels, 0.1)
+    torch.testing.assert_close(fused, plain)
+    for got, expected in zip(torch.autograd.grad(fused / 7, (hidden, weight)), plain_gradients, strict=True):
+        torch.testing.assert_close(got, expected)
+    unlabelled = torch.full_like(labels, -100)
+    assert fused_output_cross_entropy_sum(hidden, weight, unlabelled, 0.1) == 0
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # --bf16: the output layer stays fp32
+        in_bf16 = fused_output_cross_entropy_sum(hidden.bfloat16(), weight, labels, 0.1)
+    torch.testing.assert_close(in_bf16, plain, rtol=1e-2, atol=0)
+    (grad_hidden,) = torch.autograd.grad(in_bf16, hidden)
+    assert grad_hidden.dtype == torch.float32 and grad_hidden.abs().sum() > 0
+
+
+def test_fused_output_loss_trains_with_the_plain_loss_and_refuses_what_it_cannot_do(tmp_path, monkeypatch):
+    from transformers import DataCollatorForSeq2Seq
+
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+    from vanilla_transformer.training.recipe import TranslationTrainer
+
+    from .helpers import PAIRS, tiny_model, word_tokenizer
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer), dropout=0.0)
+    batch = DataCollatorForSeq2Seq(tokenizer, model=model)([tokenizer(s, text_target=t) for s, t in PAIRS[:4]])
+    assert (batch["labels"] == -100).any()
+    arguments = dict(max_tokens=64, report_to=[], use_cpu=True, label_smoothing_factor=0.1)
+    plain = TranslationTrainer(model=model, args=TranslationTrainingArguments(str(tmp_path), **arguments))
+    fused = TranslationTrainer(
+        model=model, args=TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, **arguments)
+    )
+    model.train()
+    expected = plain.compute_loss(model, dict(batch), num_items_in_batch=11)
+    loss = fused.compute_loss(model, dict(batch), num_items_in_batch=11)
+    torch.testing.assert_close(loss, expected)
+    without_decoder_inputs = {name: value for name, value in batch.items() if name != "decoder_input_ids"}
+    torch.testing.assert_close(fused.compute_loss(model, without_decoder_inputs, num_items_in_batch=11), expected)
+    loss.backward()
+    assert model.get_output_embeddings().weight.grad.abs().sum() > 0
+    assert model.model.encoder.layers[0].ffn.fc1.weight.grad.abs().sum() > 0  # through the whole model
+
+    for flags, message in (
+        (dict(r_drop_alpha=5.0), "--fused_output_loss with --r_drop_alpha"),
+        (dict(torch_compile=True), "--fused_output_loss with --torch_compile"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, **flags)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="--fused_output_loss trains in one process"):
+        TranslationTrainingArguments(str(tmp_path), fused_output_loss=True)
+
+
 def test_training_pairs_with_ids_outside_the_model_are_named_before_training():
     from vanilla_transformer.training.recipe import check_token_ids_fit
 

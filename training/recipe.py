@@ -1,7 +1,7 @@
 """The paper's training recipe (§5) as a `Seq2SeqTrainer`: token-budget batches, label smoothing (R-Drop as an
-option) as the Trainer's `compute_loss_func`, a wall-clock limit, and evaluation metrics computed on exactly the
-evaluation set. Adam(0.9, 0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and model
-settings (see `arguments.TranslationTrainingArguments`)."""
+option) as the Trainer's `compute_loss_func` (or fused with the output layer, `--fused_output_loss`), a wall-clock
+limit, and evaluation metrics computed on exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup /
+inverse-sqrt rate and dropout are plain Trainer and model settings (see `arguments.TranslationTrainingArguments`)."""
 
 import copy
 import time
@@ -12,7 +12,7 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 
 from .batching import TokenBudgetBatchSampler
 from .data import TEXT_COLUMNS
-from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss
+from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
 from .subword_regularization import BpeDropoutPairs
 
 
@@ -73,6 +73,20 @@ class TranslationTrainer(Seq2SeqTrainer):
             epsilon, alpha = self.args.label_smoothing_factor, self.args.r_drop_alpha
             self.compute_loss_func = RDropLoss(epsilon, alpha) if alpha else LabelSmoothedCrossEntropy(epsilon)
             self.label_smoother = None
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if not (self.args.fused_output_loss and model.training) or return_outputs:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        inputs = dict(inputs)
+        labels = inputs.pop("labels")
+        if "decoder_input_ids" not in inputs:  # as the model's forward does
+            inputs["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels)
+        # The decoder's last hidden states (B, T, d_model) without the output layer, which the fused loss computes.
+        hidden = model.model(**inputs).last_hidden_state
+        weight = model.get_output_embeddings().weight  # (V, d_model), tied to the embeddings (§3.4)
+        epsilon = self.args.label_smoothing_factor
+        total = fused_output_cross_entropy_sum(hidden, weight, labels, epsilon)
+        return per_label(total, labels, num_items_in_batch)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """Every log entry gets `elapsed_s`, the wall-clock seconds since training began, so that loss and BLEU can
