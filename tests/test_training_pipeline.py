@@ -219,9 +219,9 @@ def test_one_word_for_a_list_is_a_list_of_one_and_a_second_config_is_refused(tmp
         parse_arguments(["--config", str(config), "--config", "missing.yaml"])
 
 
-def test_bf16_is_left_to_a_measurement_unless_a_flag_says():
+def test_bf16_is_left_to_a_measurement_unless_a_flag_says(tmp_path):
     def parsed(*flags: str):
-        return parse_arguments([*SMOKE, "--output_dir", "elsewhere", *flags])[-1]
+        return parse_arguments([*SMOKE, "--output_dir", str(tmp_path / "run"), *flags])[-1]
 
     assert parsed().bf16 is None and parsed().mixed_precision == "no"  # undecided: the Trainer would read it as off
     assert parsed("--bf16").bf16 is True and parsed("--bf16").mixed_precision == "bf16"
@@ -236,6 +236,17 @@ def test_bf16_is_left_to_a_measurement_unless_a_flag_says():
     # What the Trainer's accelerator then runs with: the decision taken after parsing is the one that trains.
     assert TranslationTrainer(model=tiny_model(), args=args).accelerator.mixed_precision == "bf16"
     assert TranslationTrainer(model=tiny_model(), args=parsed()).accelerator.mixed_precision == "no"
+
+
+def test_the_fused_output_loss_is_left_to_the_trainer_unless_a_flag_says(tmp_path):
+    def trainer(*flags: str) -> TranslationTrainer:
+        args = parse_arguments([*SMOKE, "--output_dir", str(tmp_path / "run"), *flags])[-1]
+        return TranslationTrainer(model=tiny_model(), args=args)
+
+    assert trainer().args.fused_output_loss is None and trainer().fuse_output_loss  # one CPU process: on
+    assert trainer("--fused_output_loss").fuse_output_loss
+    assert not trainer("--fused_output_loss", "false").fuse_output_loss
+    assert not trainer("--r_drop_alpha", "1").fuse_output_loss
 
 
 def probe_batch(model) -> dict:

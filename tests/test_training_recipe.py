@@ -282,8 +282,10 @@ def test_fused_output_loss_gives_the_output_layers_label_smoothed_loss_and_its_g
     assert grad_hidden.dtype == torch.float32 and grad_hidden.abs().sum() > 0
 
 
-def test_fused_output_loss_trains_with_the_plain_loss_and_refuses_what_it_cannot_do(tmp_path, monkeypatch):
-    from transformers import DataCollatorForSeq2Seq
+def test_fused_output_loss_is_on_where_it_can_run_trains_with_the_plain_loss_and_refuses_what_it_cannot_do(
+    tmp_path, monkeypatch
+):
+    from transformers import DataCollatorForSeq2Seq, MarianConfig, MarianMTModel
 
     from vanilla_transformer.training.arguments import TranslationTrainingArguments
     from vanilla_transformer.training.recipe import TranslationTrainer
@@ -295,10 +297,11 @@ def test_fused_output_loss_trains_with_the_plain_loss_and_refuses_what_it_cannot
     batch = DataCollatorForSeq2Seq(tokenizer, model=model)([tokenizer(s, text_target=t) for s, t in PAIRS[:4]])
     assert (batch["labels"] == -100).any()
     arguments = dict(max_tokens=64, report_to=[], use_cpu=True, label_smoothing_factor=0.1)
-    plain = TranslationTrainer(model=model, args=TranslationTrainingArguments(str(tmp_path), **arguments))
-    fused = TranslationTrainer(
-        model=model, args=TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, **arguments)
+    plain = TranslationTrainer(
+        model=model, args=TranslationTrainingArguments(str(tmp_path), fused_output_loss=False, **arguments)
     )
+    fused = TranslationTrainer(model=model, args=TranslationTrainingArguments(str(tmp_path), **arguments))
+    assert fused.fuse_output_loss and not plain.fuse_output_loss  # the default, on one CPU process
     model.train()
     expected = plain.compute_loss(model, dict(batch), num_items_in_batch=11)
     loss = fused.compute_loss(model, dict(batch), num_items_in_batch=11)
@@ -309,12 +312,25 @@ def test_fused_output_loss_trains_with_the_plain_loss_and_refuses_what_it_cannot
     assert model.get_output_embeddings().weight.grad.abs().sum() > 0
     assert model.model.encoder.layers[0].ffn.fc1.weight.grad.abs().sum() > 0  # through the whole model
 
+    # Where it cannot run, asked for it is refused, and by default the plain loss runs.
     for flags, message in (
         (dict(r_drop_alpha=5.0), "--fused_output_loss with --r_drop_alpha"),
         (dict(torch_compile=True), "--fused_output_loss with --torch_compile"),
     ):
         with pytest.raises(ValueError, match=message):
             TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, **flags)
+        by_default = TranslationTrainingArguments(str(tmp_path), **arguments, **flags)
+        assert not TranslationTrainer(model=model, args=by_default).fuse_output_loss
+    small = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=16, decoder_ffn_dim=16)
+    ids = dict(pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    marian = MarianMTModel(MarianConfig(vocab_size=len(tokenizer), **small, **ids))  # its logits add a bias
+    assert not TranslationTrainer(
+        model=marian, args=TranslationTrainingArguments(str(tmp_path), **arguments)
+    ).fuse_output_loss
+    with pytest.raises(ValueError, match="this package's output layer, not MarianMTModel's"):
+        TranslationTrainer(
+            model=marian, args=TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, **arguments)
+        )
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ValueError, match="--fused_output_loss trains in one process"):
         TranslationTrainingArguments(str(tmp_path), fused_output_loss=True)

@@ -135,12 +135,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "costs over twice as much. 0: off."
         },
     )
-    fused_output_loss: bool = field(
-        default=False,
+    fused_output_loss: bool | None = field(
+        default=None,
         metadata={
             "help": "Compute the output layer and the label-smoothed loss together, 256 target positions at a time "
-            "(training.loss): faster training steps on a CPU, the same loss. One CPU process; not with --r_drop_alpha "
-            "or --torch_compile."
+            "(training.loss): faster training steps on a CPU, the same loss. Default: on where it applies (one CPU "
+            "process, this package's model, neither --r_drop_alpha nor --torch_compile); else off.",
+            "nargs": "?",
+            "const": True,
         },
     )
     predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate BLEU on beam-search output."})
@@ -226,24 +228,26 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
                 "--bpe_dropout with --dataloader_persistent_workers: persistent workers would keep the first "
                 "epoch's segmentations; leave --dataloader_persistent_workers out."
             )
-        if self.fused_output_loss:
-            self.check_fused_output_loss()
+        if self.fused_output_loss and (clash := self.fused_output_loss_clash()):
+            raise ValueError(clash)
         if not (torch.cuda.is_available() or torch.backends.mps.is_available()):
             # accelerate runs several CPU processes as DDP (gloo), and bf16 on CPU, only when told the run is on CPU.
             self.use_cpu = True
             self.dataloader_pin_memory = False  # pinned memory only helps copies to a GPU
         super().__post_init__()
 
-    def check_fused_output_loss(self) -> None:
-        """--fused_output_loss replaces the model's output layer and the loss on one CPU process only."""
+    def fused_output_loss_clash(self) -> str | None:
+        """Why the fused output loss cannot run here, or None: it replaces the model's output layer and the loss on
+        one CPU process only."""
         if torch.cuda.is_available() or torch.backends.mps.is_available():
-            raise ValueError("--fused_output_loss is for training on a CPU; on a GPU leave it out.")
+            return "--fused_output_loss is for training on a CPU; on a GPU leave it out."
         if self.r_drop_alpha:
-            raise ValueError("--fused_output_loss with --r_drop_alpha: R-Drop needs the logits; use one of them.")
+            return "--fused_output_loss with --r_drop_alpha: R-Drop needs the logits; use one of them."
         if self.torch_compile:
-            raise ValueError("--fused_output_loss with --torch_compile: the fused loss bypasses the compiled model.")
+            return "--fused_output_loss with --torch_compile: the fused loss bypasses the compiled model."
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            raise ValueError("--fused_output_loss trains in one process; leave it out under torchrun / accelerate.")
+            return "--fused_output_loss trains in one process; leave it out under torchrun / accelerate."
+        return None
 
     def paper_learning_rate(self, d_model: int) -> float:
         """§5.3's peak, lrate = d_model^-0.5 · warmup_steps^-0.5 (at the last warmup step), times --lr_scale."""

@@ -4,10 +4,10 @@ cross-entropy (as every transformers model's), the recipe's live here, as fairse
 §5.4 label smoothing: "During training, we employed label smoothing of value eps_ls = 0.1. This hurts perplexity, as
 the model learns to be more unsure, but improves accuracy and BLEU score."
 
-The output layer and the loss can also run fused (`--fused_output_loss`, CPU): the logits and their gradient are
-computed 256 target positions at a time, so that the (positions x vocabulary) arrays that the plain path reads and
-writes many times stay in the cache. The ecosystem's fused linear cross-entropy kernels (Liger-Kernel, Apple's Cut
-Cross-Entropy) are Triton, for GPUs, and do not smooth labels; hence this one.
+On one CPU process the output layer and the loss run fused by default (`--fused_output_loss`): the logits and
+their gradient are computed 256 target positions at a time, so that the (positions x vocabulary) arrays that the
+plain path reads and writes many times stay in the cache. The ecosystem's fused linear cross-entropy kernels
+(Liger-Kernel, Apple's Cut Cross-Entropy) are Triton, for GPUs, and do not smooth labels; hence this one.
 
 R-Drop (Liang et al., "R-Drop: Regularized Dropout for Neural Networks", NeurIPS 2021, Eq. 3), an option of the
 recipe and not of the paper: each training pair goes through the model twice, under two dropout masks, and the loss

@@ -1,5 +1,5 @@
 """The paper's training recipe (§5) as a `Seq2SeqTrainer`: token-budget batches, label smoothing (R-Drop as an
-option) as the Trainer's `compute_loss_func` (or fused with the output layer, `--fused_output_loss`), a wall-clock
+option) as the Trainer's `compute_loss_func` (on a CPU fused with the output layer, `--fused_output_loss`), a wall-clock
 limit, and evaluation metrics computed on exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup /
 inverse-sqrt rate and dropout are plain Trainer and model settings (see `arguments.TranslationTrainingArguments`)."""
 
@@ -9,6 +9,8 @@ import time
 import torch
 from torch.utils.data import DataLoader
 from transformers import Seq2SeqTrainer, TrainerCallback
+
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from .batching import TokenBudgetBatchSampler
 from .data import TEXT_COLUMNS
@@ -73,9 +75,22 @@ class TranslationTrainer(Seq2SeqTrainer):
             epsilon, alpha = self.args.label_smoothing_factor, self.args.r_drop_alpha
             self.compute_loss_func = RDropLoss(epsilon, alpha) if alpha else LabelSmoothedCrossEntropy(epsilon)
             self.label_smoother = None
+        self.fuse_output_loss = self.fused_output_loss_applies(self.model)
+
+    def fused_output_loss_applies(self, model: torch.nn.Module) -> bool:
+        """--fused_output_loss as given, or by default wherever it can run (the arguments say where it cannot). Only
+        this package's model: its logits are its tied output layer's and nothing more (Marian's add a bias)."""
+        plain_output_layer = isinstance(model, VanillaTransformerForConditionalGeneration)
+        if self.args.fused_output_loss and not plain_output_layer:
+            raise ValueError(
+                f"--fused_output_loss computes this package's output layer, not {type(model).__name__}'s: leave it out."
+            )
+        if self.args.fused_output_loss is None:
+            return plain_output_layer and self.args.fused_output_loss_clash() is None
+        return self.args.fused_output_loss
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if not (self.args.fused_output_loss and model.training) or return_outputs:
+        if not (self.fuse_output_loss and model.training) or return_outputs:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         inputs = dict(inputs)
         labels = inputs.pop("labels")

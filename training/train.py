@@ -375,6 +375,10 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
         data_collator=collator,
         compute_metrics=make_compute_metrics(tokenizer, data_args.target_lang),
     )
+    logger.info(
+        "Output layer and loss: %s",
+        "fused (--fused_output_loss)" if trainer.fuse_output_loss else "one after the other",
+    )
     return corpus, tokenized, trainer
 
 
