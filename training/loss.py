@@ -56,7 +56,7 @@ class LabelSmoothedCrossEntropy:
         )
 
 
-ROWS_AT_A_TIME = 256  # of the fused output loss: measured faster than 128 rows
+ROWS_AT_A_TIME = 256  # of the fused output loss, chosen by speed: docs/experiments.md, issue 41, eighth part
 
 
 class FusedOutputCrossEntropy(torch.autograd.Function):

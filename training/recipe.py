@@ -78,16 +78,17 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.fuse_output_loss = self.fused_output_loss_applies(self.model)
 
     def fused_output_loss_applies(self, model: torch.nn.Module) -> bool:
-        """--fused_output_loss as given, or by default wherever it can run (the arguments say where it cannot). Only
-        this package's model: its logits are its tied output layer's and nothing more (Marian's add a bias)."""
-        plain_output_layer = isinstance(model, VanillaTransformerForConditionalGeneration)
-        if self.args.fused_output_loss and not plain_output_layer:
-            raise ValueError(
+        """--fused_output_loss as given, or by default wherever nothing clashes with it: the arguments' clashes, and
+        a model other than this package's, whose logits may hold more than the tied output layer (Marian's add a
+        bias)."""
+        clash = self.args.fused_output_loss_clash()
+        if not (clash or isinstance(model, VanillaTransformerForConditionalGeneration)):
+            clash = (
                 f"--fused_output_loss computes this package's output layer, not {type(model).__name__}'s: leave it out."
             )
-        if self.args.fused_output_loss is None:
-            return plain_output_layer and self.args.fused_output_loss_clash() is None
-        return self.args.fused_output_loss
+        if self.args.fused_output_loss and clash:
+            raise ValueError(clash)
+        return clash is None if self.args.fused_output_loss is None else self.args.fused_output_loss
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if not (self.fuse_output_loss and model.training) or return_outputs:
