@@ -111,7 +111,8 @@ def test_int8_is_smaller_and_translates_as_well(smoke_run, exports):
             VanillaTransformerOnnxModel.from_export(folder).generate(**batch), skip_special_tokens=True
         )
         bleu[name] = sacrebleu.corpus_bleu(translations, [references]).score
-    assert abs(bleu["int8"] - bleu["float32"]) <= 0.5, bleu
+    # No worse: int8 kernels differ between CPUs (AVX2 or VNNI), and on 10 sentences one changed word can move BLEU up.
+    assert bleu["int8"] >= bleu["float32"] - 0.5, bleu
 
 
 def test_an_onnx_export_replaces_only_an_earlier_one(smoke_run, exports, tmp_path):
