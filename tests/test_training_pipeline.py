@@ -219,15 +219,16 @@ def test_one_word_for_a_list_is_a_list_of_one_and_a_second_config_is_refused(tmp
         parse_arguments(["--config", str(config), "--config", "missing.yaml"])
 
 
-def test_bf16_is_left_to_a_measurement_unless_a_flag_says(tmp_path):
+def test_bf16_is_left_to_a_measurement_unless_a_flag_says(tmp_path, monkeypatch):
     def parsed(*flags: str):
         return parse_arguments([*SMOKE, "--output_dir", str(tmp_path / "run"), *flags])[-1]
 
     assert parsed().bf16 is None and parsed().mixed_precision == "no"  # undecided: the Trainer would read it as off
     assert parsed("--bf16").bf16 is True and parsed("--bf16").mixed_precision == "bf16"
     assert parsed("--bf16", "false").bf16 is False
-    with pytest.raises(SystemExit, match="--fp16 needs a CUDA GPU"):  # on a CPU it was silently ignored
-        parsed("--fp16")
+    with monkeypatch.context() as machine, pytest.raises(SystemExit, match="--fp16 needs a CUDA GPU"):
+        machine.setattr(torch.cuda, "is_available", lambda: False)
+        parsed("--fp16")  # on a CPU it was silently ignored
     args = parsed()
     args.set_bf16(False)
     assert (args.bf16, args.mixed_precision) == (False, "no")
@@ -240,7 +241,7 @@ def test_bf16_is_left_to_a_measurement_unless_a_flag_says(tmp_path):
 
 def test_the_fused_output_loss_is_left_to_the_trainer_unless_a_flag_says(tmp_path):
     def trainer(*flags: str) -> TranslationTrainer:
-        args = parse_arguments([*SMOKE, "--output_dir", str(tmp_path / "run"), *flags])[-1]
+        args = parse_arguments([*SMOKE, "--output_dir", str(tmp_path / "run"), "--use_cpu", "true", *flags])[-1]
         return TranslationTrainer(model=tiny_model(), args=args)
 
     assert trainer().args.fused_output_loss is None and trainer().fuse_output_loss  # one CPU process: on
@@ -342,7 +343,7 @@ def test_batches_take_few_shapes_under_torch_compile_and_workers_default_to_the_
             assert batch["input_ids"].shape[1] % 8 == 0 and batch["labels"].shape[1] % 8 == 0
         else:
             assert batch["input_ids"].shape[1] == max(len(f["input_ids"]) for f in features)
-    assert args.dataloader_num_workers == 0  # a CPU's cores train; a CUDA machine gets 2
+    assert args.dataloader_num_workers == (2 if torch.cuda.is_available() else 0)  # on a CPU its cores train
     assert parse_arguments([*SMOKE, "--dataloader_num_workers", "3"])[-1].dataloader_num_workers == 3
     # Unpinned on a GPU too: with persistent workers torch 2.11 waited 5 s for each worker at exit (pytorch#81794).
     defaults = {f.name: f.default for f in dataclasses.fields(TranslationTrainingArguments)}

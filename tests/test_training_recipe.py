@@ -318,7 +318,7 @@ def test_fused_output_loss_is_on_where_it_can_run_trains_with_the_plain_loss_and
         (dict(torch_compile=True), "--fused_output_loss with --torch_compile"),
     ):
         with pytest.raises(ValueError, match=message):
-            TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, **flags)
+            TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, use_cpu=True, **flags)
         by_default = TranslationTrainingArguments(str(tmp_path), **arguments, **flags)
         assert not TranslationTrainer(model=model, args=by_default).fuse_output_loss
     small = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=16, decoder_ffn_dim=16)
@@ -331,9 +331,16 @@ def test_fused_output_loss_is_on_where_it_can_run_trains_with_the_plain_loss_and
         TranslationTrainer(
             model=marian, args=TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, **arguments)
         )
+    # A GPU run gets the plain loss; a CPU run on a machine with a GPU (--use_cpu) the fused one.
+    on_cpu = TranslationTrainingArguments(str(tmp_path), **arguments)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert on_cpu.fused_output_loss_clash() is None
+    on_cpu.use_cpu = False
+    assert on_cpu.fused_output_loss_clash() == "--fused_output_loss is for training on a CPU; on a GPU leave it out."
+    monkeypatch.undo()
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ValueError, match="--fused_output_loss trains in one process"):
-        TranslationTrainingArguments(str(tmp_path), fused_output_loss=True)
+        TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, use_cpu=True)
 
 
 def test_training_pairs_with_ids_outside_the_model_are_named_before_training():

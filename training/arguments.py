@@ -239,7 +239,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     def fused_output_loss_clash(self) -> str | None:
         """Why the fused output loss cannot run here, or None: it replaces the model's output layer and the loss on
         one CPU process only."""
-        if torch.cuda.is_available() or torch.backends.mps.is_available():
+        if not self.use_cpu and (torch.cuda.is_available() or torch.backends.mps.is_available()):
             return "--fused_output_loss is for training on a CPU; on a GPU leave it out."
         if self.r_drop_alpha:
             return "--fused_output_loss with --r_drop_alpha: R-Drop needs the logits; use one of them."

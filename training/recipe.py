@@ -13,7 +13,7 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from .batching import TokenBudgetBatchSampler
-from .data import TEXT_COLUMNS
+from .data import TEXT_COLUMNS, column_values
 from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
 from .subword_regularization import BpeDropoutPairs
 
@@ -75,17 +75,16 @@ class TranslationTrainer(Seq2SeqTrainer):
             epsilon, alpha = self.args.label_smoothing_factor, self.args.r_drop_alpha
             self.compute_loss_func = RDropLoss(epsilon, alpha) if alpha else LabelSmoothedCrossEntropy(epsilon)
             self.label_smoother = None
-        self.fuse_output_loss = self.fused_output_loss_applies(self.model)
+        self.fuse_output_loss = self.fused_output_loss_applies()
 
-    def fused_output_loss_applies(self, model: torch.nn.Module) -> bool:
+    def fused_output_loss_applies(self) -> bool:
         """--fused_output_loss as given, or by default wherever nothing clashes with it: the arguments' clashes, and
         a model other than this package's, whose logits may hold more than the tied output layer (Marian's add a
         bias)."""
         clash = self.args.fused_output_loss_clash()
-        if not (clash or isinstance(model, VanillaTransformerForConditionalGeneration)):
-            clash = (
-                f"--fused_output_loss computes this package's output layer, not {type(model).__name__}'s: leave it out."
-            )
+        if not (clash or isinstance(self.model, VanillaTransformerForConditionalGeneration)):
+            name = type(self.model).__name__
+            clash = f"--fused_output_loss computes this package's output layer, not {name}'s: leave it out."
         if self.args.fused_output_loss and clash:
             raise ValueError(clash)
         return clash is None if self.args.fused_output_loss is None else self.args.fused_output_loss
@@ -136,7 +135,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences (each pair
         twice with R-Drop)."""
         dataset = self.train_dataset
-        sources, targets = dataset["input_ids"], dataset["labels"]  # read once: a column read copies it out of Arrow
+        sources, targets = column_values(dataset, "input_ids"), column_values(dataset, "labels")
         check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
         sampler = TokenBudgetBatchSampler.from_token_ids(
             sources, targets, self.args.max_tokens, self.args.seed, regroup=self.args.regroup_batches
@@ -146,7 +145,8 @@ class TranslationTrainer(Seq2SeqTrainer):
             if len(text) < len(TEXT_COLUMNS):
                 raise ValueError(f"--bpe_dropout segments the training text anew: the dataset has no {TEXT_COLUMNS}.")
             dropout = self.args.bpe_dropout
-            dataset = BpeDropoutPairs(dataset["source"], dataset["target"], self.processing_class, dropout, sampler)
+            sources, targets = column_values(dataset, "source"), column_values(dataset, "target")
+            dataset = BpeDropoutPairs(sources, targets, self.processing_class, dropout, sampler)
         else:
             dataset = self._remove_unused_columns(dataset.remove_columns(text), description="training")
         workers = self.args.dataloader_num_workers

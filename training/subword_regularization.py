@@ -51,7 +51,7 @@ class BpeDropoutPairs(Dataset):
     ):
         if not len(sources) == len(targets) == len(batches.tie_break):
             raise ValueError(f"{len(sources)} sources, {len(targets)} targets, {len(batches.tie_break)} batched pairs.")
-        self.sources, self.targets = list(sources), list(targets)  # a datasets Column is not a list
+        self.sources, self.targets = list(sources), list(targets)  # the tokenizer takes lists
         self.tokenizer = tokenizer_with_bpe_dropout(tokenizer, dropout)
         self.batches = batches
         self.epoch: int | None = None

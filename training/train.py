@@ -33,7 +33,7 @@ from .average_checkpoints import last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
 from .checkpoints import WEIGHTS, newest_complete_checkpoint, numbered_checkpoints
 from .console import one_line_errors
-from .data import CorpusError, load_parallel_corpus, testing_splits, tokenize_corpus
+from .data import CorpusError, column_values, load_parallel_corpus, testing_splits, tokenize_corpus
 from .folders import first_names, move_files_into, write_folder
 from .hub import make_tokenizer_config_portable, publish
 from .metrics import decode, make_compute_metrics, translation_scores
@@ -154,7 +154,8 @@ def batch_collator(tokenizer, model: PreTrainedModel, args: TranslationTrainingA
 def typical_batch(dataset, collator: DataCollatorForSeq2Seq, max_tokens: int) -> dict:
     """The middle one of the run's token-budget batches (they are cut from pairs sorted by length), collated: what
     a probe of the step's speed should time."""
-    sampler = TokenBudgetBatchSampler.from_token_ids(dataset["input_ids"], dataset["labels"], max_tokens)
+    sources, targets = column_values(dataset, "input_ids"), column_values(dataset, "labels")
+    sampler = TokenBudgetBatchSampler.from_token_ids(sources, targets, max_tokens)
     pairs = dataset.select_columns(["input_ids", "attention_mask", "labels"]).select(sampler.batches[len(sampler) // 2])
     return collator(list(pairs))
 
@@ -173,7 +174,7 @@ def paper_generation_config(args: TranslationTrainingArguments, tokenizer) -> Ge
 def source_order(split) -> list[int]:
     """The rows of a tokenized split, shortest source first: evaluated so, a batch holds sentences of like length and
     finishes sooner (the scores do not depend on the order)."""
-    return shortest_first([len(ids) for ids in split["input_ids"]])
+    return shortest_first([len(ids) for ids in column_values(split, "input_ids")])
 
 
 def evaluate_translations(trainer: TranslationTrainer, corpus, tokenized, splits: list[str], target_lang: str) -> dict:
@@ -261,9 +262,8 @@ def evaluate_last_and_averaged(trainer: TranslationTrainer, args, corpus, tokeni
 def run_summary(trainer: TranslationTrainer, runtime_s: float, tokenized, results, started: float) -> dict:
     """Steps, time, training throughput (real source + target tokens, no padding) and the loss curve. A resumed run
     counts the training time of the processes before it (from the clock its checkpoint logged)."""
-    tokens_per_epoch = sum(len(ids) for ids in tokenized["train"]["input_ids"]) + sum(
-        len(ids) for ids in tokenized["train"]["labels"]
-    )
+    train = tokenized["train"]
+    tokens_per_epoch = sum(len(ids) for column in ("input_ids", "labels") for ids in column_values(train, column))
     trained_before_s = trainer.clock[1]
     return {
         "steps": trainer.state.global_step,
