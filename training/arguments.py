@@ -228,18 +228,18 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
                 "--bpe_dropout with --dataloader_persistent_workers: persistent workers would keep the first "
                 "epoch's segmentations; leave --dataloader_persistent_workers out."
             )
-        if self.fused_output_loss and (clash := self.fused_output_loss_clash()):
-            raise ValueError(clash)
         if not (torch.cuda.is_available() or torch.backends.mps.is_available()):
             # accelerate runs several CPU processes as DDP (gloo), and bf16 on CPU, only when told the run is on CPU.
             self.use_cpu = True
             self.dataloader_pin_memory = False  # pinned memory only helps copies to a GPU
+        if self.fused_output_loss and (clash := self.fused_output_loss_clash()):
+            raise ValueError(clash)
         super().__post_init__()
 
     def fused_output_loss_clash(self) -> str | None:
         """Why the fused output loss cannot run here, or None: it replaces the model's output layer and the loss on
-        one CPU process only."""
-        if not self.use_cpu and (torch.cuda.is_available() or torch.backends.mps.is_available()):
+        one CPU process only (`use_cpu`: set where there is no GPU, or asked for on a machine with one)."""
+        if not self.use_cpu:
             return "--fused_output_loss is for training on a CPU; on a GPU leave it out."
         if self.r_drop_alpha:
             return "--fused_output_loss with --r_drop_alpha: R-Drop needs the logits; use one of them."
