@@ -146,6 +146,7 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
         (["--dropout", "1.5"], "dropout=1.5: a dropout probability"),
         (["--max_tokens", "0"], "--max_tokens 0: must be at least 1"),
         (["--num_beams", "0"], "--num_beams 0: must be at least 1"),
+        (["--curriculum_steps", "-5"], "--curriculum_steps -5: must be at least 0"),
         (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),
     ],
 )

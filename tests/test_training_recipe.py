@@ -64,6 +64,66 @@ def test_regrouped_batches_keep_their_shapes_and_change_their_pairs_every_epoch(
     assert list(again) == second  # a resumed run sees the same batches in the same order
 
 
+def test_the_curriculum_competence_grows_as_a_square_root_from_one_percent_to_all():
+    from vanilla_transformer.training.batching import competence
+
+    assert competence(0, 1000) == pytest.approx(0.01)
+    assert competence(250, 1000) == pytest.approx(0.5, abs=1e-4)  # sqrt(1/4)
+    assert competence(999, 1000) < 1 and competence(1000, 1000) == competence(5000, 1000) == 1
+
+
+def test_a_curriculum_draws_the_first_steps_from_the_shortest_pairs_then_every_pair():
+    source, target = random_lengths(2000)
+    plain = TokenBudgetBatchSampler(source, target, max_tokens=1000, seed=1)
+    sampler = TokenBudgetBatchSampler(source, target, max_tokens=1000, seed=1, curriculum_steps=2 * len(plain))
+
+    def longest(batch):
+        return max(max(source[i], target[i]) for i in batch)
+
+    lengths = sorted(max(pair) for pair in zip(source, target, strict=True))
+    first_epoch = list(sampler)
+    assert len(first_epoch) == len(plain)
+    assert first_epoch[0] == plain.batches[0]  # step 0's 1% of the pairs lie in the shortest batch
+    early, late = first_epoch[: len(plain) // 10], first_epoch[-len(plain) // 10 :]
+    assert max(map(longest, early)) < lengths[len(lengths) // 2] < max(map(longest, late))
+    assert len({i for batch in first_epoch for i in batch}) < 2000  # the longest pairs wait
+    sampler.set_epoch(2)  # steps past the curriculum: the plain sampler's batches, in its order
+    plain.set_epoch(2)
+    assert list(sampler) == list(plain)
+    again = TokenBudgetBatchSampler(source, target, max_tokens=1000, seed=1, curriculum_steps=2 * len(plain))
+    assert list(again) == first_epoch  # seeded: a resumed run draws the same batches
+    # Counted in steps: at two batches a step (two processes, or accumulation) the second epoch is still in it.
+    plain.set_epoch(1)
+    for batches_per_step, in_curriculum in ((1, False), (2, True)):
+        sampler = TokenBudgetBatchSampler(
+            source, target, max_tokens=1000, seed=1, curriculum_steps=len(plain), batches_per_step=batches_per_step
+        )
+        sampler.set_epoch(1)
+        assert (list(sampler) != list(plain)) == in_curriculum
+
+
+def test_the_trainers_batches_follow_the_curriculum_counted_in_optimizer_steps(tmp_path):
+    from datasets import Dataset
+    from transformers import DataCollatorForSeq2Seq
+
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+    from vanilla_transformer.training.recipe import TranslationTrainer
+
+    from .helpers import PAIRS, tiny_model, word_tokenizer
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer))
+    pairs = Dataset.from_list([dict(tokenizer(s, text_target=t)) for s, t in PAIRS])
+    args = TranslationTrainingArguments(
+        str(tmp_path), curriculum_steps=50, gradient_accumulation_steps=3, max_tokens=16, report_to=[], use_cpu=True
+    )
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model)
+    trainer = TranslationTrainer(model=model, args=args, train_dataset=pairs, data_collator=collator)
+    sampler = trainer.get_train_dataloader().batch_sampler
+    assert (sampler.curriculum_steps, sampler.batches_per_step) == (50, 3)
+    assert next(iter(sampler)) == sampler.batches[0]  # the first step: the shortest pairs
+
+
 def test_translation_like_lengths_pad_under_five_percent():
     # Target lengths follow source lengths, as in a parallel corpus: a quarter longer or shorter at most.
     rng = random.Random(0)

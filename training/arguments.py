@@ -103,6 +103,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "their order changes (fairseq's)."
         },
     )
+    curriculum_steps: int = field(
+        default=0,
+        metadata={
+            "help": "A competence-based curriculum (Platanios et al., NAACL 2019): for this many steps, batches are "
+            "drawn from the shortest pairs only, a share that grows with the square root of the step from a hundredth "
+            "to all; 0: off."
+        },
+    )
     learning_rate: float = field(
         default=0.0,
         metadata={"help": "Peak learning rate; 0 means the paper's d_model^-0.5 * warmup^-0.5 (times --lr_scale)."},
@@ -201,7 +209,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     )
 
     def __post_init__(self):
-        for name, least in (("max_tokens", 1), ("num_beams", 1), ("max_length_beyond_source", 0), ("warmup_steps", 1)):
+        least_values = (
+            ("max_tokens", 1),
+            ("num_beams", 1),
+            ("max_length_beyond_source", 0),
+            ("warmup_steps", 1),
+            ("curriculum_steps", 0),
+        )
+        for name, least in least_values:
             if getattr(self, name) < least:
                 raise ValueError(f"--{name} {getattr(self, name)}: must be at least {least}.")
         if self.max_train_minutes < 0:

@@ -13,10 +13,19 @@ padding share of all tokens fell from 6.8% to 4.0%, and the batches from 127 to 
 
 Under several processes, `accelerator.prepare` wraps it in accelerate's `BatchSamplerShard`, which hands whole
 batches to each rank in turn: every rank gets its own batches of the same shuffled order.
+
+An option of the recipe and not of the paper: a competence-based curriculum (Platanios et al., "Competence-based
+Curriculum Learning for Neural Machine Translation", NAACL 2019), with sentence length as the difficulty. For the
+first `curriculum_steps` steps each batch is drawn from the batches of the shortest pairs only, a share of the pairs
+that grows with the square root of the step, from 1% to all of them.
 """
 
+import bisect
+import itertools
+import math
 import random
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from torch.utils.data import Sampler
 
@@ -30,6 +39,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     same batches in the same order. With `regroup`, `set_epoch` also breaks the ties anew for each epoch: the
     batches keep their shapes, but pairs of the same lengths meet other pairs. A pair longer than the budget on its
     own gets a batch of its own.
+
+    With `curriculum_steps`, a batch of an optimizer step before that step is drawn (seeded, with replacement) from
+    the shortest batches that hold the `competence` share of the pairs; such an epoch does not see every pair.
+    `batches_per_step` (processes times accumulated batches) says which step a batch belongs to.
     """
 
     def __init__(
@@ -39,6 +52,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         max_tokens: int,
         seed: int = 0,
         regroup: bool = False,
+        curriculum_steps: int = 0,
+        batches_per_step: int = 1,
     ):
         if len(source_lengths) != len(target_lengths):
             raise ValueError(f"{len(source_lengths)} source lengths but {len(target_lengths)} target lengths.")
@@ -48,6 +63,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.epoch = 0
         self.max_tokens = max_tokens
         self.regroup = regroup
+        self.curriculum_steps = curriculum_steps
+        self.batches_per_step = batches_per_step
         self.lengths = (source_lengths, target_lengths)
         self.tie_break = seeded_order(len(source_lengths), seed)
         self.batches: list[list[int]] = cut_sorted_pairs(
@@ -92,10 +109,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         targets: Sequence[Sequence[int]],
         max_tokens: int,
         seed: int = 0,
-        regroup: bool = False,
+        **options: Any,
     ) -> "TokenBudgetBatchSampler":
-        """Batches of tokenized pairs (a dataset's "input_ids" and "labels" columns)."""
-        return cls([len(ids) for ids in sources], [len(ids) for ids in targets], max_tokens, seed, regroup)
+        """Batches of tokenized pairs (a dataset's "input_ids" and "labels" columns); `options` as the constructor's."""
+        return cls([len(ids) for ids in sources], [len(ids) for ids in targets], max_tokens, seed, **options)
 
     def set_epoch(self, epoch: int) -> None:
         if self.regroup and epoch != self.epoch:
@@ -107,11 +124,27 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         order = list(range(len(self.batches)))
         random.Random(self.seed + self.epoch).shuffle(order)
-        for position in order:
+        draw = random.Random(f"curriculum {self.seed} {self.epoch}")
+        pairs_up_to = list(itertools.accumulate(map(len, self.batches)))  # the batches are cut shortest first
+        first = self.epoch * len(self.batches)  # batches drawn before this epoch
+        for index, position in enumerate(order):
+            step = (first + index) // self.batches_per_step
+            if step < self.curriculum_steps:
+                # From the fewest shortest batches that hold the competence's share of the pairs.
+                pairs = competence(step, self.curriculum_steps) * pairs_up_to[-1]
+                position = draw.randrange(bisect.bisect_left(pairs_up_to, pairs) + 1)
             yield self.batches[position]
 
     def __len__(self) -> int:
         return len(self.batches)
+
+
+def competence(step: int, curriculum_steps: int, initial: float = 0.01) -> float:
+    """Platanios et al. (2019)'s square-root competence: the share of the training pairs, easiest first, that `step`
+    may draw from; `initial` at step 0, all of them from `curriculum_steps` on."""
+    if step >= curriculum_steps:
+        return 1.0
+    return math.sqrt(step * (1 - initial**2) / curriculum_steps + initial**2)
 
 
 def cut_sorted_pairs(

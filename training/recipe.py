@@ -138,7 +138,13 @@ class TranslationTrainer(Seq2SeqTrainer):
         sources, targets = column_values(dataset, "input_ids"), column_values(dataset, "labels")
         check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
         sampler = TokenBudgetBatchSampler.from_token_ids(
-            sources, targets, self.args.max_tokens, self.args.seed, regroup=self.args.regroup_batches
+            sources,
+            targets,
+            self.args.max_tokens,
+            self.args.seed,
+            regroup=self.args.regroup_batches,
+            curriculum_steps=self.args.curriculum_steps,
+            batches_per_step=self.args.world_size * self.args.gradient_accumulation_steps,
         )
         text = [column for column in TEXT_COLUMNS if column in dataset.column_names]
         if self.args.bpe_dropout:

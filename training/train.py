@@ -291,6 +291,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "dropout": config["dropout"],
         "tokens per batch and side": args.max_tokens,
         "batches": "regrouped every epoch" if args.regroup_batches else None,
+        "curriculum": f"shortest pairs first for {args.curriculum_steps:,} steps" if args.curriculum_steps else None,
         "optimizer": f"Adam({args.adam_beta1}, {args.adam_beta2}, {args.adam_epsilon})",
         "learning rate": f"{args.learning_rate:.3g} at its peak, after {int(args.warmup_steps):,} warmup steps",
         "schedule": args.lr_scheduler_type,
