@@ -102,7 +102,8 @@ def test_a_curriculum_draws_the_first_steps_from_the_shortest_pairs_then_every_p
         assert (list(sampler) != list(plain)) == in_curriculum
 
 
-def test_the_trainers_batches_follow_the_curriculum_counted_in_optimizer_steps(tmp_path):
+def trainer_on_pairs(tmp_path, dropout: float = 0.1, **arguments):
+    """A TranslationTrainer of a tiny model on the helpers' word-level PAIRS, on the CPU."""
     from datasets import Dataset
     from transformers import DataCollatorForSeq2Seq
 
@@ -112,13 +113,15 @@ def test_the_trainers_batches_follow_the_curriculum_counted_in_optimizer_steps(t
     from .helpers import PAIRS, tiny_model, word_tokenizer
 
     tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
-    model = tiny_model(vocab_size=len(tokenizer))
+    model = tiny_model(vocab_size=len(tokenizer), dropout=dropout)
     pairs = Dataset.from_list([dict(tokenizer(s, text_target=t)) for s, t in PAIRS])
-    args = TranslationTrainingArguments(
-        str(tmp_path), curriculum_steps=50, gradient_accumulation_steps=3, max_tokens=16, report_to=[], use_cpu=True
-    )
+    args = TranslationTrainingArguments(str(tmp_path), report_to=[], use_cpu=True, **arguments)
     collator = DataCollatorForSeq2Seq(tokenizer, model=model)
-    trainer = TranslationTrainer(model=model, args=args, train_dataset=pairs, data_collator=collator)
+    return TranslationTrainer(model=model, args=args, train_dataset=pairs, data_collator=collator)
+
+
+def test_the_trainers_batches_follow_the_curriculum_counted_in_optimizer_steps(tmp_path):
+    trainer = trainer_on_pairs(tmp_path, curriculum_steps=50, gradient_accumulation_steps=3, max_tokens=16)
     sampler = trainer.get_train_dataloader().batch_sampler
     assert (sampler.curriculum_steps, sampler.batches_per_step) == (50, 3)
     assert next(iter(sampler)) == sampler.batches[0]  # the first step: the shortest pairs
@@ -282,23 +285,11 @@ def test_r_drop_adds_alpha_times_the_symmetric_kl_of_the_two_copies_to_their_cro
 
 
 def test_r_drop_trains_on_each_pair_twice_under_two_dropout_masks(tmp_path):
-    from datasets import Dataset
-    from transformers import DataCollatorForSeq2Seq
-
     from vanilla_transformer.training.arguments import TranslationTrainingArguments
     from vanilla_transformer.training.loss import LabelSmoothedCrossEntropy
-    from vanilla_transformer.training.recipe import TranslationTrainer
 
-    from .helpers import PAIRS, tiny_model, word_tokenizer
-
-    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
-    model = tiny_model(vocab_size=len(tokenizer), dropout=0.3)
-    pairs = Dataset.from_list([dict(tokenizer(s, text_target=t)) for s, t in PAIRS])
-    collator = DataCollatorForSeq2Seq(tokenizer, model=model)
-    args = TranslationTrainingArguments(
-        str(tmp_path), r_drop_alpha=5.0, max_tokens=64, report_to=[], use_cpu=True, remove_unused_columns=False
-    )
-    trainer = TranslationTrainer(model=model, args=args, train_dataset=pairs, data_collator=collator)
+    trainer = trainer_on_pairs(tmp_path, dropout=0.3, r_drop_alpha=5.0, max_tokens=64, remove_unused_columns=False)
+    model = trainer.model
     batch = next(iter(trainer.get_train_dataloader()))
     rows = len(batch["labels"]) // 2
     assert rows > 0 and len(batch["labels"]) == 2 * rows

@@ -124,16 +124,24 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         order = list(range(len(self.batches)))
         random.Random(self.seed + self.epoch).shuffle(order)
-        draw = random.Random(f"curriculum {self.seed} {self.epoch}")
+        if self.epoch * len(self.batches) < self.curriculum_steps * self.batches_per_step:
+            order = self.curriculum_order(order)
+        for position in order:
+            yield self.batches[position]
+
+    def curriculum_order(self, order: list[int]) -> list[int]:
+        """This epoch's batch positions, those of steps before `curriculum_steps` drawn from the fewest shortest
+        batches that hold the step's `competence` share of the pairs."""
+        draw = random.Random(f"curriculum {self.seed} {self.epoch}")  # its own stream: the order's stays the plain one
         pairs_up_to = list(itertools.accumulate(map(len, self.batches)))  # the batches are cut shortest first
-        first = self.epoch * len(self.batches)  # batches drawn before this epoch
-        for index, position in enumerate(order):
-            step = (first + index) // self.batches_per_step
+        drawn = []
+        for index, position in enumerate(order, start=self.epoch * len(self.batches)):
+            step = index // self.batches_per_step
             if step < self.curriculum_steps:
-                # From the fewest shortest batches that hold the competence's share of the pairs.
                 pairs = competence(step, self.curriculum_steps) * pairs_up_to[-1]
                 position = draw.randrange(bisect.bisect_left(pairs_up_to, pairs) + 1)
-            yield self.batches[position]
+            drawn.append(position)
+        return drawn
 
     def __len__(self) -> int:
         return len(self.batches)
