@@ -293,6 +293,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "batches": "regrouped every epoch" if args.regroup_batches else None,
         "curriculum": f"shortest pairs first for {args.curriculum_steps:,} steps" if args.curriculum_steps else None,
         "optimizer": f"Adam({args.adam_beta1}, {args.adam_beta2}, {args.adam_epsilon})",
+        "weight decay": args.weight_decay or None,
         "learning rate": f"{args.learning_rate:.3g} at its peak, after {int(args.warmup_steps):,} warmup steps",
         "schedule": args.lr_scheduler_type,
         "label smoothing": args.label_smoothing_factor,
