@@ -229,14 +229,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--bpe_dropout {self.bpe_dropout}: must be in [0, 1) (0: off).")
         if self.fp16 and not torch.cuda.is_available():
             raise ValueError("--fp16 needs a CUDA GPU (a CPU run would ignore it): leave it out, or use --bf16.")
+        if self.fp16 and self.bf16 is None:
+            self.bf16 = False
         if self.torch_compile_backend == "cudagraphs":
             raise ValueError(
                 "--torch_compile_backend cudagraphs replays the CUDA graph it recorded for one batch shape on the "
                 "next, and token-budget batches change shape every step (a size error at the third step); for CUDA "
                 "graphs use --torch_compile_mode reduce-overhead, which records one graph a shape."
             )
-        if self.fp16 and self.bf16 is None:
-            self.bf16 = False
         if self.dataloader_num_workers is None:
             self.dataloader_num_workers = 2 if torch.cuda.is_available() else 0
             # Not restarted at every epoch; except with BPE-dropout, whose segmentations of an epoch reach the workers
