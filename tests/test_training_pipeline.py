@@ -105,13 +105,15 @@ def test_the_card_is_about_its_own_model_alone_and_valid_for_the_hub(smoke_run):
     assert "4+4 layers" not in text and "2+2 layers, d_model 64" in text  # the smoke model's own shape
 
 
-def test_the_cards_settings_name_weight_decay_only_where_the_run_used_it():
+def test_the_cards_settings_name_weight_decay_and_word_dropout_only_where_the_run_used_them():
     from vanilla_transformer.training.train import card_settings
 
     config = {"vocab_size": 120, "dropout": 0.1}
     assert "weight decay" not in card_settings(parse_arguments(SMOKE), config)
     settings = card_settings(parse_arguments([*SMOKE, "--weight_decay", "0.01"]), config)
     assert settings["weight decay"] == 0.01 and settings["optimizer"] == "Adam(0.9, 0.98, 1e-09)"
+    assert "word dropout" not in card_settings(parse_arguments(SMOKE), config)
+    assert card_settings(parse_arguments([*SMOKE, "--word_dropout", "0.1"]), config)["word dropout"] == 0.1
 
 
 def test_yaml_config_gives_defaults_and_flags_override_it():
@@ -156,6 +158,7 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
         (["--max_tokens", "0"], "--max_tokens 0: must be at least 1"),
         (["--num_beams", "0"], "--num_beams 0: must be at least 1"),
         (["--curriculum_steps", "-5"], "--curriculum_steps -5: must be at least 0"),
+        (["--word_dropout", "1.0"], "--word_dropout 1.0: must be in [0, 1) (0: off)"),
         (["--torch_compile_backend", "cudagraphs"], "--torch_compile_backend cudagraphs replays the CUDA graph"),
         (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),
     ],

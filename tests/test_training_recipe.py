@@ -117,7 +117,9 @@ def trainer_on_pairs(tmp_path, dropout: float = 0.1, **arguments):
     pairs = Dataset.from_list([dict(tokenizer(s, text_target=t)) for s, t in PAIRS])
     args = TranslationTrainingArguments(str(tmp_path), report_to=[], use_cpu=True, **arguments)
     collator = DataCollatorForSeq2Seq(tokenizer, model=model)
-    return TranslationTrainer(model=model, args=args, train_dataset=pairs, data_collator=collator)
+    return TranslationTrainer(
+        model=model, args=args, train_dataset=pairs, data_collator=collator, processing_class=tokenizer
+    )
 
 
 def test_the_trainers_batches_follow_the_curriculum_counted_in_optimizer_steps(tmp_path):
@@ -304,6 +306,44 @@ def test_r_drop_trains_on_each_pair_twice_under_two_dropout_masks(tmp_path):
     assert loss > cross_entropy  # the divergence between the masks' predictions is added
     with pytest.raises(ValueError, match="--r_drop_alpha -1.0: must be at least 0"):
         TranslationTrainingArguments(str(tmp_path), r_drop_alpha=-1.0)
+
+
+# Word dropout (--word_dropout), a recipe option ------------------------------------------------------------------
+def test_word_dropout_blanks_input_words_with_unk_never_labels_or_special_tokens():
+    from transformers import DataCollatorForSeq2Seq
+
+    from vanilla_transformer.training.word_dropout import WordDropout
+
+    from .helpers import PAIRS, tiny_model, word_tokenizer
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    collator = DataCollatorForSeq2Seq(tokenizer, model=tiny_model(vocab_size=len(tokenizer)))
+    clean = collator([tokenizer(s, text_target=t) for s, t in PAIRS])
+    torch.manual_seed(0)
+    noisy = WordDropout(collator, 0.3, tokenizer)([tokenizer(s, text_target=t) for s, t in PAIRS])
+    assert all(torch.equal(noisy[name], clean[name]) for name in ("labels", "attention_mask"))
+    special = torch.tensor(tokenizer.all_special_ids)
+    for name in ("input_ids", "decoder_input_ids"):
+        blanked = noisy[name] != clean[name]
+        assert (noisy[name][blanked] == tokenizer.unk_token_id).all(), name
+        assert not torch.isin(clean[name][blanked], special).any(), name  # padding, </s>, the start token
+        assert 0.2 < blanked.sum() / (~torch.isin(clean[name], special)).sum() < 0.4, name
+    with pytest.raises(ValueError, match=r"--word_dropout 1.0: must be in \(0, 1\)"):
+        WordDropout(collator, 1.0, tokenizer)
+    with pytest.raises(ValueError, match="--word_dropout blanks tokens with <unk>: the trainer needs a tokenizer"):
+        WordDropout(collator, 0.1, None)
+
+
+def test_the_trainer_blanks_words_in_training_batches_alike_for_r_drops_two_passes(tmp_path):
+    trainer = trainer_on_pairs(tmp_path, word_dropout=0.5, r_drop_alpha=1.0, max_tokens=64, remove_unused_columns=False)
+    unk = trainer.processing_class.unk_token_id
+    batches = list(trainer.get_train_dataloader())
+    assert any((batch["input_ids"] == unk).any() for batch in batches)
+    for batch in batches:
+        rows = len(batch["labels"]) // 2
+        assert torch.equal(batch["input_ids"][:rows], batch["input_ids"][rows:])  # the same blanks in both passes
+    evaluated = next(iter(trainer.get_eval_dataloader(trainer.train_dataset)))
+    assert not (evaluated["input_ids"] == unk).any()  # evaluation sees its inputs whole
 
 
 # The fused output loss (--fused_output_loss), a recipe option -----------------------------------------------------

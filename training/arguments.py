@@ -143,6 +143,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "costs over twice as much. 0: off."
         },
     )
+    word_dropout: float = field(
+        default=0.0,
+        metadata={
+            "help": "Word dropout as blank noising (Xie et al., 2017; Sennrich and Zhang, 2019, for small corpora): "
+            "each token of the encoder's and the decoder's inputs in training becomes <unk> with this probability; "
+            "the labels stay whole. 0: off."
+        },
+    )
     fused_output_loss: bool | None = field(
         default=None,
         metadata={
@@ -227,6 +235,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--r_drop_alpha {self.r_drop_alpha}: must be at least 0 (0: off).")
         if not 0 <= self.bpe_dropout < 1:
             raise ValueError(f"--bpe_dropout {self.bpe_dropout}: must be in [0, 1) (0: off).")
+        if not 0 <= self.word_dropout < 1:
+            raise ValueError(f"--word_dropout {self.word_dropout}: must be in [0, 1) (0: off).")
         if self.fp16 and not torch.cuda.is_available():
             raise ValueError("--fp16 needs a CUDA GPU (a CPU run would ignore it): leave it out, or use --bf16.")
         if self.fp16 and self.bf16 is None:

@@ -16,6 +16,7 @@ from .batching import TokenBudgetBatchSampler
 from .data import TEXT_COLUMNS, column_values
 from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
 from .subword_regularization import BpeDropoutPairs
+from .word_dropout import WordDropout
 
 
 def check_token_ids_fit(sources: list[list[int]], targets: list[list[int]], vocab_size: int) -> None:
@@ -132,8 +133,8 @@ class TranslationTrainer(Seq2SeqTrainer):
         return self.state.global_step >= self.state.max_steps or bool(out_of_time)
 
     def get_train_dataloader(self) -> DataLoader:
-        """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences (each pair
-        twice with R-Drop)."""
+        """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences (input words
+        blanked with word dropout, each pair twice with R-Drop)."""
         dataset = self.train_dataset
         sources, targets = column_values(dataset, "input_ids"), column_values(dataset, "labels")
         check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
@@ -155,11 +156,14 @@ class TranslationTrainer(Seq2SeqTrainer):
             dataset = BpeDropoutPairs(sources, targets, self.processing_class, dropout, sampler)
         else:
             dataset = self._remove_unused_columns(dataset.remove_columns(text), description="training")
+        collate = self.data_collator
+        if self.args.word_dropout:
+            collate = WordDropout(collate, self.args.word_dropout, self.processing_class)
         workers = self.args.dataloader_num_workers
         loader = DataLoader(
             dataset,
             batch_sampler=sampler,
-            collate_fn=PairsTwice(self.data_collator) if self.args.r_drop_alpha else self.data_collator,
+            collate_fn=PairsTwice(collate) if self.args.r_drop_alpha else collate,  # R-Drop: the same blanks twice
             num_workers=workers,
             pin_memory=self.args.dataloader_pin_memory and torch.cuda.is_available(),
             persistent_workers=workers > 0 and self.args.dataloader_persistent_workers,

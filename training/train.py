@@ -63,6 +63,7 @@ SHAPING_SETTINGS = (
     "max_grad_norm",
     "bpe_dropout",
     "r_drop_alpha",
+    "word_dropout",
     "seed",
 )
 
@@ -299,6 +300,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "label smoothing": args.label_smoothing_factor,
         "BPE-dropout": args.bpe_dropout or None,
         "R-Drop alpha": args.r_drop_alpha or None,
+        "word dropout": args.word_dropout or None,
         "checkpoints averaged": args.average_checkpoints if args.average_checkpoints > 1 else None,
         "seed": args.seed,
     }
