@@ -160,6 +160,7 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
         (["--curriculum_steps", "-5"], "--curriculum_steps -5: must be at least 0"),
         (["--word_dropout", "1.0"], "--word_dropout 1.0: must be in [0, 1) (0: off)"),
         (["--torch_compile_backend", "cudagraphs"], "--torch_compile_backend cudagraphs replays the CUDA graph"),
+        (["--cuda_graphs", "--use_cpu", "true"], "--cuda_graphs needs a CUDA GPU: leave it out."),
         (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),
     ],
 )

@@ -1,6 +1,8 @@
 """The paper's recipe: token-budget batches, the learning-rate schedule, metrics."""
 
+import copy
 import random
+import re
 
 import pytest
 import sacrebleu
@@ -432,6 +434,143 @@ def test_fused_output_loss_is_on_where_it_can_run_trains_with_the_plain_loss_and
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ValueError, match="--fused_output_loss trains in one process"):
         TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, use_cpu=True)
+
+
+# CUDA graphs of the training step (--cuda_graphs), a recipe option -----------------------------------------------
+def pair_batches(tokenizer, model, *groups):
+    """The collator's training batch of each group of the helpers' PAIRS."""
+    from transformers import DataCollatorForSeq2Seq
+
+    collate = DataCollatorForSeq2Seq(tokenizer, model=model)
+    return [dict(collate([tokenizer(s, text_target=t) for s, t in pairs])) for pairs in groups]
+
+
+def test_graphed_steps_record_each_batch_shape_once_and_give_the_recipes_summed_loss():
+    from vanilla_transformer.training.cuda_graphs import GraphedSteps
+    from vanilla_transformer.training.loss import LabelSmoothedCrossEntropy, RDropLoss
+
+    from .helpers import PAIRS, tiny_model, word_tokenizer
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer), dropout=0.0).train()
+    first, second, again = pair_batches(tokenizer, model, PAIRS[:4], PAIRS[4:6], PAIRS[3::-1])
+    assert first["input_ids"].shape != second["input_ids"].shape
+    recorded, room = [], [True]
+
+    def record(step, tensors):  # on a CPU the step runs as it is: the recording is torch's
+        recorded.append(tuple(tensor.shape for tensor in tensors))
+        return step
+
+    for loss in (LabelSmoothedCrossEntropy(0.1), RDropLoss(0.1, alpha=5.0)):
+        recorded.clear()
+        graphed = GraphedSteps(model, loss, record=record, has_room=lambda: room[0])
+        for batch in (first, second, again):
+            inputs = {name: value for name, value in batch.items() if name != "labels"}
+            expected = loss.summed(model(**inputs).logits, batch["labels"])
+            torch.testing.assert_close(graphed.summed_loss(batch), expected)
+        assert len(recorded) == 2  # the third batch (the first's pairs backwards) has the first one's shape
+    room[0] = False  # a full GPU: a new shape runs eagerly, the recorded ones still replay
+    assert graphed.summed_loss(pair_batches(tokenizer, model, PAIRS[1:7])[0]) is None
+    assert graphed.summed_loss(first) is not None and len(recorded) == 2
+
+
+def test_cuda_graphs_are_on_where_they_can_run_train_with_the_plain_loss_and_refuse_what_they_cannot_do(
+    tmp_path, monkeypatch
+):
+    from transformers import MarianConfig, MarianMTModel
+
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+    from vanilla_transformer.training.cuda_graphs import GraphedSteps
+    from vanilla_transformer.training.recipe import TranslationTrainer
+
+    from .helpers import PAIRS, tiny_model, word_tokenizer
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer), dropout=0.0)
+    arguments = dict(max_tokens=64, report_to=[], use_cpu=True, label_smoothing_factor=0.1, fused_output_loss=False)
+    trainer = TranslationTrainer(model=model, args=TranslationTrainingArguments(str(tmp_path), **arguments))
+    assert trainer.graphed_steps is None  # on a CPU: off
+    # The trainer's loss through the graphs' summed loss is its plain loss, with or without the decoder's inputs.
+    (batch,) = pair_batches(tokenizer, model, PAIRS[:4])
+    model.train()
+    expected = trainer.compute_loss(model, dict(batch), num_items_in_batch=11)
+    graphed = GraphedSteps(model, trainer.compute_loss_func, record=lambda step, tensors: step, has_room=lambda: True)
+    trainer.graphed_steps = graphed
+    torch.testing.assert_close(trainer.compute_loss(model, dict(batch), num_items_in_batch=11), expected)
+    without_decoder_inputs = {name: value for name, value in batch.items() if name != "decoder_input_ids"}
+    torch.testing.assert_close(trainer.compute_loss(model, without_decoder_inputs, num_items_in_batch=11), expected)
+    assert len(trainer.graphed_steps.graphs) == 1
+
+    with pytest.raises(ValueError, match="--cuda_graphs needs a CUDA GPU"):
+        TranslationTrainingArguments(str(tmp_path), cuda_graphs=True, use_cpu=True)
+    on_gpu = TranslationTrainingArguments(str(tmp_path), **arguments)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    on_gpu.use_cpu = False
+    assert on_gpu.cuda_graphs_clash() is None
+    for name, value, message in (
+        ("torch_compile", True, "--cuda_graphs with --torch_compile"),
+        ("gradient_accumulation_steps", 2, r"would overwrite the first one's gradients \(pytorch#181723\)"),
+    ):
+        clashing = copy.copy(on_gpu)
+        setattr(clashing, name, value)
+        assert re.search(message, clashing.cuda_graphs_clash())
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert "one process's step" in on_gpu.cuda_graphs_clash()
+    # Another model, or a loss function of one's own, is not what the graphs record: off by default, refused where
+    # asked for.
+    monkeypatch.setattr(trainer.args, "cuda_graphs_clash", lambda: None)
+    assert trainer.cuda_graphs_apply()
+    small = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=16, decoder_ffn_dim=16)
+    marian = MarianMTModel(MarianConfig(vocab_size=len(tokenizer), pad_token_id=0, decoder_start_token_id=0, **small))
+    trainer.model = marian
+    assert not trainer.cuda_graphs_apply()
+    trainer.args.cuda_graphs = True
+    with pytest.raises(ValueError, match="this package's model, not MarianMTModel"):
+        trainer.cuda_graphs_apply()
+    trainer.model, trainer.args.cuda_graphs = model, None
+    trainer.compute_loss_func = lambda outputs, labels, num_items_in_batch=None: outputs.logits.sum()
+    assert not trainer.cuda_graphs_apply()
+    trainer.args.cuda_graphs = True
+    with pytest.raises(ValueError, match="not another compute_loss_func"):
+        trainer.cuda_graphs_apply()
+
+
+def eager_loss_and_gradients(model, loss, batch: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    inputs = {name: value for name, value in batch.items() if name != "labels"}
+    total = loss.summed(model(**inputs).logits, batch["labels"])
+    return total.detach(), list(torch.autograd.grad(total, list(model.parameters())))
+
+
+def graphed_loss_and_gradients(graphed, model, batch: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    total = graphed.summed_loss(batch)
+    total.backward()
+    gradients = [parameter.grad.clone() for parameter in model.parameters()]
+    model.zero_grad()  # as the Trainer does after every step
+    return total.detach(), gradients
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="records CUDA graphs: needs a CUDA GPU")
+def test_cuda_graphs_replay_the_eager_steps_loss_and_gradients_on_a_gpu():
+    from vanilla_transformer.training.cuda_graphs import GraphedSteps
+    from vanilla_transformer.training.loss import LabelSmoothedCrossEntropy
+
+    from .helpers import PAIRS, tiny_model, word_tokenizer
+
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    model = tiny_model(vocab_size=len(tokenizer), dropout=0.0).cuda().train()
+    loss = LabelSmoothedCrossEntropy(0.1)
+    graphed = GraphedSteps(model, loss)
+    batches = pair_batches(tokenizer, model, PAIRS[:4], PAIRS[4:7], PAIRS[3::-1], PAIRS[6:3:-1])
+    # Each step's autograd graph is gone before the next records (as in training: a live one, such as an unreleased
+    # loss, makes the recording wait on the default stream, which CUDA refuses).
+    for batch in batches:  # the third and the fourth replay the first two's graphs, their pairs in another order
+        batch = {name: value.cuda() for name, value in batch.items()}
+        expected, eager = eager_loss_and_gradients(model, loss, batch)
+        total, gradients = graphed_loss_and_gradients(graphed, model, batch)
+        torch.testing.assert_close(total, expected)
+        for got, gradient in zip(gradients, eager, strict=True):
+            torch.testing.assert_close(got, gradient)
+    assert len(graphed.graphs) == 2
 
 
 def test_training_pairs_with_ids_outside_the_model_are_named_before_training():

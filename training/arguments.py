@@ -161,6 +161,17 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "const": True,
         },
     )
+    cuda_graphs: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Record each batch shape's forward pass, loss and backward pass as CUDA graphs and replay them "
+            "(training.cuda_graphs): a step costs the GPU's work instead of its kernel launches from Python. Default: "
+            "on where it applies (one CUDA GPU process, this package's model and this recipe's loss, neither "
+            "--torch_compile nor --gradient_accumulation_steps); else off.",
+            "nargs": "?",
+            "const": True,
+        },
+    )
     predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate BLEU on beam-search output."})
     num_beams: int = field(default=4, metadata={"help": "Beam size for evaluation and the saved model (§6.1)."})
     length_penalty: float = field(default=0.6, metadata={"help": "Beam length penalty alpha (§6.1)."})
@@ -245,7 +256,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(
                 "--torch_compile_backend cudagraphs replays the CUDA graph it recorded for one batch shape on the "
                 "next, and token-budget batches change shape every step (a size error at the third step); for CUDA "
-                "graphs use --torch_compile_mode reduce-overhead, which records one graph a shape."
+                "graphs use --cuda_graphs, which records one graph a shape."
             )
         if self.dataloader_num_workers is None:
             self.dataloader_num_workers = 2 if torch.cuda.is_available() else 0
@@ -265,6 +276,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             self.dataloader_pin_memory = False  # pinned memory only helps copies to a GPU
         if self.fused_output_loss and (clash := self.fused_output_loss_clash()):
             raise ValueError(clash)
+        if self.cuda_graphs and (clash := self.cuda_graphs_clash()):
+            raise ValueError(clash)
         super().__post_init__()
 
     def fused_output_loss_clash(self) -> str | None:
@@ -278,6 +291,21 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             return "--fused_output_loss with --torch_compile: the fused loss bypasses the compiled model."
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             return "--fused_output_loss trains in one process; leave it out under torchrun / accelerate."
+        return None
+
+    def cuda_graphs_clash(self) -> str | None:
+        """Why the training step cannot be recorded as CUDA graphs here, or None."""
+        if self.use_cpu or not torch.cuda.is_available():
+            return "--cuda_graphs needs a CUDA GPU: leave it out."
+        if self.torch_compile:
+            return "--cuda_graphs with --torch_compile: use one of them."
+        if self.gradient_accumulation_steps > 1:
+            return (
+                "--cuda_graphs with --gradient_accumulation_steps: a shape's second batch in one step would overwrite "
+                "the first one's gradients (pytorch#181723); use a larger --max_tokens instead."
+            )
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            return "--cuda_graphs records one process's step; leave it out under torchrun / accelerate."
         return None
 
     def paper_learning_rate(self, d_model: int) -> float:

@@ -1,7 +1,8 @@
 """The paper's training recipe (§5) as a `Seq2SeqTrainer`: token-budget batches, label smoothing (R-Drop as an
-option) as the Trainer's `compute_loss_func` (on a CPU fused with the output layer, `--fused_output_loss`), a wall-clock
-limit, and evaluation metrics computed on exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup /
-inverse-sqrt rate and dropout are plain Trainer and model settings (see `arguments.TranslationTrainingArguments`)."""
+option) as the Trainer's `compute_loss_func` (on a CPU fused with the output layer, `--fused_output_loss`; on a GPU
+recorded with the whole step as CUDA graphs, `--cuda_graphs`), a wall-clock limit, and evaluation metrics computed on
+exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and
+model settings (see `arguments.TranslationTrainingArguments`)."""
 
 import copy
 import time
@@ -13,6 +14,7 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 from .batching import TokenBudgetBatchSampler
+from .cuda_graphs import GraphedSteps
 from .data import TEXT_COLUMNS, column_values
 from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
 from .subword_regularization import BpeDropoutPairs
@@ -31,6 +33,23 @@ def check_token_ids_fit(sources: list[list[int]], targets: list[list[int]], voca
                         f"Training pair {row}: token id {token} in {column} is outside the model's vocabulary "
                         f"(ids must be in [0, {vocab_size - 1}]): the tokenizer and the model do not match."
                     )
+
+
+def flag_or_default(flag: bool | None, clash: str | None) -> bool:
+    """An option's flag as given, refused with the reason where it clashes with the run; by default (None) on
+    where nothing clashes."""
+    if flag and clash:
+        raise ValueError(clash)
+    return clash is None if flag is None else flag
+
+
+def with_decoder_inputs(model, inputs: dict) -> dict:
+    """A copy of the batch with the decoder's inputs, made from the labels where the collator left them out (as the
+    model's forward does)."""
+    inputs = dict(inputs)
+    if "decoder_input_ids" not in inputs:
+        inputs["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(inputs["labels"])
+    return inputs
 
 
 class StartClock(TrainerCallback):
@@ -77,6 +96,7 @@ class TranslationTrainer(Seq2SeqTrainer):
             self.compute_loss_func = RDropLoss(epsilon, alpha) if alpha else LabelSmoothedCrossEntropy(epsilon)
             self.label_smoother = None
         self.fuse_output_loss = self.fused_output_loss_applies()
+        self.graphed_steps = GraphedSteps(self.model, self.compute_loss_func) if self.cuda_graphs_apply() else None
 
     def fused_output_loss_applies(self) -> bool:
         """--fused_output_loss as given, or by default wherever nothing clashes with it: the arguments' clashes, and
@@ -86,17 +106,34 @@ class TranslationTrainer(Seq2SeqTrainer):
         if not (clash or isinstance(self.model, VanillaTransformerForConditionalGeneration)):
             name = type(self.model).__name__
             clash = f"--fused_output_loss computes this package's output layer, not {name}'s: leave it out."
-        if self.args.fused_output_loss and clash:
-            raise ValueError(clash)
-        return clash is None if self.args.fused_output_loss is None else self.args.fused_output_loss
+        return flag_or_default(self.args.fused_output_loss, clash)
+
+    def cuda_graphs_apply(self) -> bool:
+        """--cuda_graphs as given, or by default wherever nothing clashes with it: the arguments' clashes, a model
+        other than this package's, whose forward may wait on the GPU (which a recording cannot), and a
+        `compute_loss_func` other than this recipe's, whose summed loss the graphs record."""
+        clash = self.args.cuda_graphs_clash()
+        if not (clash or isinstance(self.model, VanillaTransformerForConditionalGeneration)):
+            clash = f"--cuda_graphs records this package's model, not {type(self.model).__name__}: leave it out."
+        if not (clash or isinstance(self.compute_loss_func, LabelSmoothedCrossEntropy)):
+            clash = "--cuda_graphs records this recipe's losses, not another compute_loss_func: leave it out."
+        return flag_or_default(self.args.cuda_graphs, clash)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if not (self.fuse_output_loss and model.training) or return_outputs:
+        if not model.training or return_outputs:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        inputs = dict(inputs)
+        if self.graphed_steps:
+            total = self.graphed_steps.summed_loss(with_decoder_inputs(model, inputs))
+            if total is not None:  # None: a batch shape that found no room on the GPU, run eagerly
+                return per_label(total, inputs["labels"], num_items_in_batch)
+        if self.fuse_output_loss:
+            return self.fused_output_loss(model, inputs, num_items_in_batch)
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    def fused_output_loss(self, model, inputs: dict, num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
+        """§5.4's loss per label, with the output layer computed inside the fused loss (`--fused_output_loss`)."""
+        inputs = with_decoder_inputs(model, inputs)
         labels = inputs.pop("labels")
-        if "decoder_input_ids" not in inputs:  # as the model's forward does
-            inputs["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels)
         # The decoder's last hidden states (B, T, d_model) without the output layer, which the fused loss computes.
         hidden = model.model(**inputs).last_hidden_state
         weight = model.get_output_embeddings().weight  # (V, d_model), tied to the embeddings (§3.4)
