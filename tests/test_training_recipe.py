@@ -463,15 +463,19 @@ def test_graphed_steps_record_each_batch_shape_once_and_give_the_recipes_summed_
 
     for loss in (LabelSmoothedCrossEntropy(0.1), RDropLoss(0.1, alpha=5.0)):
         recorded.clear()
-        graphed = GraphedSteps(model, loss, record=record, has_room=lambda: room[0])
+        graphed = GraphedSteps(loss, record=record, has_room=lambda: room[0])
         for batch in (first, second, again):
             inputs = {name: value for name, value in batch.items() if name != "labels"}
             expected = loss.summed(model(**inputs).logits, batch["labels"])
-            torch.testing.assert_close(graphed.summed_loss(batch), expected)
+            torch.testing.assert_close(graphed.summed_loss(model, batch), expected)
         assert len(recorded) == 2  # the third batch (the first's pairs backwards) has the first one's shape
+    other = tiny_model(seed=1, vocab_size=len(tokenizer), dropout=0.0).train()  # a model_init's new model, say
+    inputs = {name: value for name, value in first.items() if name != "labels"}
+    torch.testing.assert_close(graphed.summed_loss(other, first), loss.summed(other(**inputs).logits, first["labels"]))
+    assert len(recorded) == 3  # its own graphs
     room[0] = False  # a full GPU: a new shape runs eagerly, the recorded ones still replay
-    assert graphed.summed_loss(pair_batches(tokenizer, model, PAIRS[1:7])[0]) is None
-    assert graphed.summed_loss(first) is not None and len(recorded) == 2
+    assert graphed.summed_loss(model, pair_batches(tokenizer, model, PAIRS[1:7])[0]) is None
+    assert graphed.summed_loss(model, first) is not None and len(recorded) == 3
 
 
 def test_cuda_graphs_are_on_where_they_can_run_train_with_the_plain_loss_and_refuse_what_they_cannot_do(
@@ -494,7 +498,7 @@ def test_cuda_graphs_are_on_where_they_can_run_train_with_the_plain_loss_and_ref
     (batch,) = pair_batches(tokenizer, model, PAIRS[:4])
     model.train()
     expected = trainer.compute_loss(model, dict(batch), num_items_in_batch=11)
-    graphed = GraphedSteps(model, trainer.compute_loss_func, record=lambda step, tensors: step, has_room=lambda: True)
+    graphed = GraphedSteps(trainer.compute_loss_func, record=lambda step, tensors: step, has_room=lambda: True)
     trainer.graphed_steps = graphed
     torch.testing.assert_close(trainer.compute_loss(model, dict(batch), num_items_in_batch=11), expected)
     without_decoder_inputs = {name: value for name, value in batch.items() if name != "decoder_input_ids"}
@@ -542,7 +546,7 @@ def eager_loss_and_gradients(model, loss, batch: dict) -> tuple[torch.Tensor, li
 
 
 def graphed_loss_and_gradients(graphed, model, batch: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    total = graphed.summed_loss(batch)
+    total = graphed.summed_loss(model, batch)
     total.backward()
     gradients = [parameter.grad.clone() for parameter in model.parameters()]
     model.zero_grad()  # as the Trainer does after every step
@@ -559,7 +563,7 @@ def test_cuda_graphs_replay_the_eager_steps_loss_and_gradients_on_a_gpu():
     tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
     model = tiny_model(vocab_size=len(tokenizer), dropout=0.0).cuda().train()
     loss = LabelSmoothedCrossEntropy(0.1)
-    graphed = GraphedSteps(model, loss)
+    graphed = GraphedSteps(loss)
     batches = pair_batches(tokenizer, model, PAIRS[:4], PAIRS[4:7], PAIRS[3::-1], PAIRS[6:3:-1])
     # Each step's autograd graph is gone before the next records (as in training: a live one, such as an unreleased
     # loss, makes the recording wait on the default stream, which CUDA refuses).

@@ -42,7 +42,7 @@ def gpu_has_room() -> bool:
 
 
 class GraphedSteps:
-    """The graphs of each batch shape seen in training, recorded at its first batch.
+    """The graphs of each batch shape (and model) seen in training, recorded at its first batch.
 
     All shapes record into one memory pool: the graphs of a step (its forward, then its backward) run one after the
     other and leave nothing in the pool that another shape's step reads, so the pool is as large as the largest
@@ -51,24 +51,25 @@ class GraphedSteps:
 
     def __init__(
         self,
-        model: nn.Module,
         loss: LabelSmoothedCrossEntropy,
         record: Callable | None = None,
         has_room: Callable[[], bool] = gpu_has_room,
     ):
-        self.model, self.loss, self.has_room = model, loss, has_room
+        self.loss, self.has_room = loss, has_room
         pool = None if record else torch.cuda.graph_pool_handle()  # one for every shape (see above)
         self.record = record or functools.partial(torch.cuda.make_graphed_callables, pool=pool)
-        self.graphs: dict[tuple, Callable | None] = {}  # batch shape → its graphed SummedLoss, or None: eager
+        # (the model's id, the batch's shape) → its graphed SummedLoss, or None: eager. A graph holds its model, so
+        # the id stays that model's.
+        self.graphs: dict[tuple, Callable | None] = {}
 
-    def summed_loss(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    def summed_loss(self, model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """The batch's loss summed over its labelled positions, from its shape's graphs; None where its shape found
         the GPU too full to record (the caller runs that batch eagerly)."""
         names = tuple(sorted(inputs))
         tensors = tuple(inputs[name] for name in names)
-        shape = tuple((name, tuple(tensor.shape)) for name, tensor in zip(names, tensors, strict=True))
+        shape = (id(model), *((name, tuple(tensor.shape)) for name, tensor in zip(names, tensors, strict=True)))
         if shape not in self.graphs:
-            step = SummedLoss(self.model, self.loss, names)
+            step = SummedLoss(model, self.loss, names)
             self.graphs[shape] = self.record(step, tensors) if self.has_room() else None
         graphed = self.graphs[shape]
         return None if graphed is None else graphed(*tensors)

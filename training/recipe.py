@@ -96,7 +96,7 @@ class TranslationTrainer(Seq2SeqTrainer):
             self.compute_loss_func = RDropLoss(epsilon, alpha) if alpha else LabelSmoothedCrossEntropy(epsilon)
             self.label_smoother = None
         self.fuse_output_loss = self.fused_output_loss_applies()
-        self.graphed_steps = GraphedSteps(self.model, self.compute_loss_func) if self.cuda_graphs_apply() else None
+        self.graphed_steps = GraphedSteps(self.compute_loss_func) if self.cuda_graphs_apply() else None
 
     def fused_output_loss_applies(self) -> bool:
         """--fused_output_loss as given, or by default wherever nothing clashes with it: the arguments' clashes, and
@@ -123,7 +123,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         if not model.training or return_outputs:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         if self.graphed_steps:
-            total = self.graphed_steps.summed_loss(with_decoder_inputs(model, inputs))
+            total = self.graphed_steps.summed_loss(model, with_decoder_inputs(model, inputs))
             if total is not None:  # None: a batch shape that found no room on the GPU, run eagerly
                 return per_label(total, inputs["labels"], num_items_in_batch)
         if self.fuse_output_loss:
