@@ -67,9 +67,9 @@ class GraphedSteps:
         the GPU too full to record (the caller runs that batch eagerly)."""
         names = tuple(sorted(inputs))
         tensors = tuple(inputs[name] for name in names)
-        shape = (id(model), *((name, tuple(tensor.shape)) for name, tensor in zip(names, tensors, strict=True)))
-        if shape not in self.graphs:
+        key = (id(model), *((name, tuple(tensor.shape)) for name, tensor in zip(names, tensors, strict=True)))
+        if key not in self.graphs:
             step = SummedLoss(model, self.loss, names)
-            self.graphs[shape] = self.record(step, tensors) if self.has_room() else None
-        graphed = self.graphs[shape]
+            self.graphs[key] = self.record(step, tensors) if self.has_room() else None
+        graphed = self.graphs[key]
         return None if graphed is None else graphed(*tensors)
