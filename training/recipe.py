@@ -120,14 +120,13 @@ class TranslationTrainer(Seq2SeqTrainer):
         return flag_or_default(self.args.cuda_graphs, clash)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if not model.training or return_outputs:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        if self.graphed_steps:
-            total = self.graphed_steps.summed_loss(model, with_decoder_inputs(model, inputs))
-            if total is not None:  # None: a batch shape that found no room on the GPU, run eagerly
-                return per_label(total, inputs["labels"], num_items_in_batch)
-        if self.fuse_output_loss:
-            return self.fused_output_loss(model, inputs, num_items_in_batch)
+        if model.training and not return_outputs:
+            if self.graphed_steps:
+                total = self.graphed_steps.summed_loss(model, with_decoder_inputs(model, inputs))
+                if total is not None:  # None: a batch shape that found no room on the GPU, run eagerly
+                    return per_label(total, inputs["labels"], num_items_in_batch)
+            if self.fuse_output_loss:
+                return self.fused_output_loss(model, inputs, num_items_in_batch)
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
     def fused_output_loss(self, model, inputs: dict, num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
