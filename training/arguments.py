@@ -289,7 +289,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             return "--fused_output_loss with --r_drop_alpha: R-Drop needs the logits; use one of them."
         if self.torch_compile:
             return "--fused_output_loss with --torch_compile: the fused loss bypasses the compiled model."
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if launched_as_several_processes():
             return "--fused_output_loss trains in one process; leave it out under torchrun / accelerate."
         return None
 
@@ -304,7 +304,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
                 "--cuda_graphs with --gradient_accumulation_steps: a shape's second batch in one step would overwrite "
                 "the first one's gradients (pytorch#181723); use a larger --max_tokens instead."
             )
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if launched_as_several_processes():
             return "--cuda_graphs records one process's step; leave it out under torchrun / accelerate."
         return None
 
@@ -317,6 +317,12 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         Trainer reads as off), before the Trainer hands the precision to accelerate."""
         self.bf16 = enabled
         self.mixed_precision = "bf16" if enabled else "no"  # what TrainingArguments.__post_init__ derives from bf16
+
+
+def launched_as_several_processes() -> bool:
+    """Whether torchrun / accelerate launched this run as several processes (read from the environment they set,
+    since the arguments are checked before the Trainer sets up its processes)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 # Trainer settings that the recipe replaces: given, they would be silently ignored.

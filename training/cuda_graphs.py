@@ -55,9 +55,9 @@ class GraphedSteps:
         record: Callable | None = None,
         has_room: Callable[[], bool] = gpu_has_room,
     ):
-        self.loss, self.has_room = loss, has_room
-        pool = None if record else torch.cuda.graph_pool_handle()  # one for every shape (see above)
-        self.record = record or functools.partial(torch.cuda.make_graphed_callables, pool=pool)
+        if record is None:  # one memory pool for every shape (see above)
+            record = functools.partial(torch.cuda.make_graphed_callables, pool=torch.cuda.graph_pool_handle())
+        self.loss, self.record, self.has_room = loss, record, has_room
         # (the model's id, the batch's shape) → its graphed SummedLoss, or None: eager. A graph holds its model, so
         # the id stays that model's.
         self.graphs: dict[tuple, Callable | None] = {}
