@@ -105,7 +105,7 @@ def test_the_card_is_about_its_own_model_alone_and_valid_for_the_hub(smoke_run):
     assert "4+4 layers" not in text and "2+2 layers, d_model 64" in text  # the smoke model's own shape
 
 
-def test_the_cards_settings_name_weight_decay_and_word_dropout_only_where_the_run_used_them():
+def test_the_cards_settings_name_weight_decay_word_and_late_dropout_only_where_the_run_used_them():
     from vanilla_transformer.training.train import card_settings
 
     config = {"vocab_size": 120, "dropout": 0.1}
@@ -114,6 +114,9 @@ def test_the_cards_settings_name_weight_decay_and_word_dropout_only_where_the_ru
     assert settings["weight decay"] == 0.01 and settings["optimizer"] == "Adam(0.9, 0.98, 1e-09)"
     assert "word dropout" not in card_settings(parse_arguments(SMOKE), config)
     assert card_settings(parse_arguments([*SMOKE, "--word_dropout", "0.1"]), config)["word dropout"] == 0.1
+    assert "late dropout" not in card_settings(parse_arguments(SMOKE), config)
+    late = card_settings(parse_arguments([*SMOKE, "--late_dropout_steps", "2000"]), config)["late dropout"]
+    assert late == "none for the first 2,000 steps"
 
 
 def test_yaml_config_gives_defaults_and_flags_override_it():
@@ -159,6 +162,7 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
         (["--num_beams", "0"], "--num_beams 0: must be at least 1"),
         (["--curriculum_steps", "-5"], "--curriculum_steps -5: must be at least 0"),
         (["--word_dropout", "1.0"], "--word_dropout 1.0: must be in [0, 1) (0: off)"),
+        (["--late_dropout_steps", "-1"], "--late_dropout_steps -1: must be at least 0"),
         (["--torch_compile_backend", "cudagraphs"], "--torch_compile_backend cudagraphs replays the CUDA graph"),
         (["--cuda_graphs", "--use_cpu", "true"], "--cuda_graphs needs a CUDA GPU: leave it out."),
         (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),

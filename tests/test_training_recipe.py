@@ -7,6 +7,7 @@ import re
 import pytest
 import sacrebleu
 import torch
+from transformers import TrainerCallback
 
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
 from vanilla_transformer.training.metrics import translation_scores
@@ -348,6 +349,46 @@ def test_the_trainer_blanks_words_in_training_batches_alike_for_r_drops_two_pass
     assert not (evaluated["input_ids"] == unk).any()  # evaluation sees its inputs whole
 
 
+# Late dropout (--late_dropout_steps), a recipe option --------------------------------------------------------------
+class DropoutRates(TrainerCallback):
+    """Records, at the start of each step, the rates of the model's dropout modules that have one."""
+
+    def __init__(self):
+        self.rates: list[set[float]] = []
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        self.rates.append({m.p for m in model.modules() if isinstance(m, torch.nn.Dropout) and m.p != 0.0} or {0.0})
+
+
+@pytest.mark.parametrize("max_steps", [5, 2])
+def test_late_dropout_trains_the_first_steps_without_dropout_then_with_the_models_rates(tmp_path, max_steps):
+    trainer = trainer_on_pairs(
+        tmp_path, dropout=0.3, late_dropout_steps=3, max_steps=max_steps, max_tokens=16, save_strategy="no"
+    )
+    rates = DropoutRates()
+    trainer.add_callback(rates)  # after LateDropout: sees the rates each step trains with
+    trainer.train()
+    assert rates.rates == [{0.0}, {0.0}, {0.0}, {0.3}, {0.3}][:max_steps]
+    # A run that ends before the switch leaves its model with its config's rates as well.
+    assert {m.p for m in trainer.model.modules() if isinstance(m, torch.nn.Dropout)} - {0.0} == {0.3}
+    assert trainer.model.config.dropout == 0.3
+
+
+def test_a_run_resumed_past_the_late_dropout_switch_trains_with_the_models_rates():
+    from transformers import TrainerState
+
+    from vanilla_transformer.training.late_dropout import LateDropout
+
+    from .helpers import tiny_model
+
+    model = tiny_model(dropout=0.3)
+    late = LateDropout(steps=3)
+    late.on_train_begin(None, TrainerState(global_step=7), None, model=model)
+    assert {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)} - {0.0} == {0.3}
+    with pytest.raises(ValueError, match="--late_dropout_steps 0: must be at least 1"):
+        LateDropout(steps=0)
+
+
 # The fused output loss (--fused_output_loss), a recipe option -----------------------------------------------------
 def test_fused_output_loss_gives_the_output_layers_label_smoothed_loss_and_its_gradients():
     from vanilla_transformer.training.loss import ROWS_AT_A_TIME, fused_output_cross_entropy_sum
@@ -514,6 +555,7 @@ def test_cuda_graphs_are_on_where_they_can_run_train_with_the_plain_loss_and_ref
     for name, value, message in (
         ("torch_compile", True, "--cuda_graphs with --torch_compile"),
         ("gradient_accumulation_steps", 2, r"would overwrite the first one's gradients \(pytorch#181723\)"),
+        ("late_dropout_steps", 100, "a graph keeps the dropout it was recorded with"),
     ):
         clashing = copy.copy(on_gpu)
         setattr(clashing, name, value)

@@ -151,6 +151,13 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "the labels stay whole. 0: off."
         },
     )
+    late_dropout_steps: int = field(
+        default=0,
+        metadata={
+            "help": "Late dropout (Liu et al., ICML 2023): the model trains without dropout for this many steps, then "
+            "with its rates (--dropout); for a model that overfits small data. 0: off."
+        },
+    )
     fused_output_loss: bool | None = field(
         default=None,
         metadata={
@@ -166,8 +173,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         metadata={
             "help": "Record each batch shape's forward pass, loss and backward pass as CUDA graphs and replay them "
             "(training.cuda_graphs): a step costs the GPU's work instead of its kernel launches from Python. Default: "
-            "on where it applies (one CUDA GPU process, this package's model and this recipe's loss, neither "
-            "--torch_compile nor --gradient_accumulation_steps); else off.",
+            "on where it applies (one CUDA GPU process, this package's model and this recipe's loss, none of "
+            "--torch_compile, --gradient_accumulation_steps and --late_dropout_steps); else off.",
             "nargs": "?",
             "const": True,
         },
@@ -234,6 +241,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             ("max_length_beyond_source", 0),
             ("warmup_steps", 1),
             ("curriculum_steps", 0),
+            ("late_dropout_steps", 0),
         )
         for name, least in least_values:
             if getattr(self, name) < least:
@@ -299,6 +307,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             return "--cuda_graphs needs a CUDA GPU: leave it out."
         if self.torch_compile:
             return "--cuda_graphs with --torch_compile: use one of them."
+        if self.late_dropout_steps:
+            return "--cuda_graphs with --late_dropout_steps: a graph keeps the dropout it was recorded with."
         if self.gradient_accumulation_steps > 1:
             return (
                 "--cuda_graphs with --gradient_accumulation_steps: a shape's second batch in one step would overwrite "

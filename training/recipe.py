@@ -16,6 +16,7 @@ from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .batching import TokenBudgetBatchSampler
 from .cuda_graphs import GraphedSteps
 from .data import TEXT_COLUMNS, column_values
+from .late_dropout import LateDropout
 from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
 from .subword_regularization import BpeDropoutPairs
 from .word_dropout import WordDropout
@@ -89,6 +90,8 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.clock = (time.time(), 0.0)  # (when this process began training, seconds trained before a resume)
         self.add_callback(StartClock(self))
         self.add_callback(StopAtTimeLimit(self))
+        if self.args.late_dropout_steps:
+            self.add_callback(LateDropout(self.args.late_dropout_steps))
         if self.compute_loss_func is None:
             # §5.4: cross_entropy smooths fused, where the Trainer's LabelSmoother would materialise -log_softmax over
             # every logit of the batch.

@@ -64,6 +64,7 @@ SHAPING_SETTINGS = (
     "bpe_dropout",
     "r_drop_alpha",
     "word_dropout",
+    "late_dropout_steps",
     "seed",
 )
 
@@ -301,6 +302,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "BPE-dropout": args.bpe_dropout or None,
         "R-Drop alpha": args.r_drop_alpha or None,
         "word dropout": args.word_dropout or None,
+        "late dropout": f"none for the first {args.late_dropout_steps:,} steps" if args.late_dropout_steps else None,
         "checkpoints averaged": args.average_checkpoints if args.average_checkpoints > 1 else None,
         "seed": args.seed,
     }
