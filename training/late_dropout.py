@@ -1,7 +1,8 @@
-"""Late dropout (Liu et al., ICML 2023, "Dropout Reduces Underfitting", §6): a model that overfits its data trains
+"""Late dropout (Liu et al., ICML 2023, "Dropout Reduces Underfitting"): a model that overfits its data trains
 without dropout for its first steps, then with its own rates; the early steps learn faster, the later ones are
 regularised. The rates are the model's `nn.Dropout` modules' (embeddings, residual connections, the FFN's
-activations), switched in place: the config and the saved model keep their rates."""
+activations), switched in place: the config and the saved model keep their rates. Attention dropout (not the paper's,
+off in every config) is left as it is."""
 
 from torch import nn
 from transformers import TrainerCallback

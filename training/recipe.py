@@ -2,7 +2,7 @@
 option) as the Trainer's `compute_loss_func` (on a CPU fused with the output layer, `--fused_output_loss`; on a GPU
 recorded with the whole step as CUDA graphs, `--cuda_graphs`), a wall-clock limit, and evaluation metrics computed on
 exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and
-model settings (see `arguments.TranslationTrainingArguments`)."""
+model settings (see `arguments.TranslationTrainingArguments`); late dropout (`--late_dropout_steps`) is a callback."""
 
 import copy
 import time
