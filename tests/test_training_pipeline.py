@@ -117,6 +117,9 @@ def test_the_cards_settings_name_weight_decay_word_and_late_dropout_only_where_t
     assert "late dropout" not in card_settings(parse_arguments(SMOKE), config)
     late = card_settings(parse_arguments([*SMOKE, "--late_dropout_steps", "2000"]), config)["late dropout"]
     assert late == "none for the first 2,000 steps"
+    schedule_free = [*SMOKE, "--optim", "schedule_free_adamw", "--lr_scheduler_type", "constant"]
+    optimizer = card_settings(parse_arguments(schedule_free), config)["optimizer"]
+    assert optimizer == "schedule_free_adamw(0.9, 0.98, 1e-09), schedule-free (Defazio et al., 2024)"
 
 
 def test_yaml_config_gives_defaults_and_flags_override_it():
@@ -165,12 +168,20 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
         (["--late_dropout_steps", "-1"], "--late_dropout_steps -1: must be at least 0"),
         (["--torch_compile_backend", "cudagraphs"], "--torch_compile_backend cudagraphs replays the CUDA graph"),
         (["--cuda_graphs", "--use_cpu", "true"], "--cuda_graphs needs a CUDA GPU: leave it out."),
+        (["--optim", "schedule_free_adamw"], "--optim schedule_free_adamw warms up over --warmup_steps itself"),
         (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),
     ],
 )
 def test_bad_arguments_end_in_one_line_naming_the_value_before_any_work(flags, message):
     with pytest.raises(SystemExit, match=re.escape(f"error: {SMOKE[1]} with the command line: {message}")):
         parse_arguments([*SMOKE, *flags])
+
+
+def test_a_python_that_cannot_score_the_evaluation_is_told_so_before_training(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "sacremoses", None)  # a Python without sacremoses: the tokenized BLEU fails
+    with pytest.raises(ValueError, match=r"scoring translations into 'de': the tokenized BLEU .* pip install sacremo"):
+        train_main([*SMOKE, "--output_dir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()  # before the vocabulary, the data and the training
 
 
 def test_help_describes_the_command_and_trainer_settings_the_recipe_replaces_are_refused(tmp_path, capsys):

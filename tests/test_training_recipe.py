@@ -389,6 +389,36 @@ def test_a_run_resumed_past_the_late_dropout_switch_trains_with_the_models_rates
         LateDropout(steps=0)
 
 
+# A schedule-free optimizer (--optim schedule_free_adamw), a Trainer option -------------------------------------------
+class SavedWeights(TrainerCallback):
+    """Records, at each checkpoint, whether the weights written are the model's at that moment, and whether the
+    optimizer had put its average x in the parameters."""
+
+    def __init__(self):
+        self.saved: list[tuple[bool, bool]] = []
+
+    def on_save(self, args, state, control, model=None, optimizer=None, **kwargs):
+        from safetensors.torch import load_file
+
+        written = load_file(f"{args.output_dir}/checkpoint-{state.global_step}/model.safetensors")
+        now = model.state_dict()
+        same = all(torch.equal(tensor, now[name]) for name, tensor in written.items())
+        self.saved.append((same, not optimizer.optimizer.param_groups[0]["train_mode"]))
+
+
+def test_a_schedule_free_optimizers_checkpoints_and_final_model_hold_its_average_not_its_gradient_point(tmp_path):
+    pytest.importorskip("schedulefree")
+    arguments = dict(optim="schedule_free_adamw", lr_scheduler_type="constant", learning_rate=0.01, warmup_steps=2)
+    trainer = trainer_on_pairs(tmp_path, max_steps=6, max_tokens=16, save_steps=3, **arguments)
+    saved = SavedWeights()
+    trainer.add_callback(saved)
+    trainer.train()
+    assert saved.saved == [(True, True), (True, True)]  # steps 3 and 6: written while the parameters held x
+    x = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.optimizer.train()  # y, where the gradients were taken: another point, which no checkpoint holds
+    assert any(not torch.equal(a, b) for a, b in zip(x, trainer.model.parameters(), strict=True))
+
+
 # The fused output loss (--fused_output_loss), a recipe option -----------------------------------------------------
 def test_fused_output_loss_gives_the_output_layers_label_smoothed_loss_and_its_gradients():
     from vanilla_transformer.training.loss import ROWS_AT_A_TIME, fused_output_cross_entropy_sum

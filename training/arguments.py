@@ -15,12 +15,13 @@ from typing import ClassVar
 
 import torch
 import yaml
-from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+from transformers import HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments
 
 from vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.folder_checks import check_config_file, check_tokenizer_file, is_hub_id
 
 from .data import DATA_SOURCES, DataArguments
+from .schedule_free import is_schedule_free
 from .tokenizer import VocabularySettings
 
 
@@ -282,11 +283,27 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             # accelerate runs several CPU processes as DDP (gloo), and bf16 on CPU, only when told the run is on CPU.
             self.use_cpu = True
             self.dataloader_pin_memory = False  # pinned memory only helps copies to a GPU
+        if is_schedule_free(self.optim):
+            self.check_schedule_free()
         if self.fused_output_loss and (clash := self.fused_output_loss_clash()):
             raise ValueError(clash)
         if self.cuda_graphs and (clash := self.cuda_graphs_clash()):
             raise ValueError(clash)
         super().__post_init__()
+
+    def check_schedule_free(self) -> None:
+        """A schedule-free optimizer (`--optim schedule_free_adamw`) warms up by itself and needs no decaying rate, and
+        its package is an extra: both checked now, not after the vocabulary has trained."""
+        from transformers.utils import is_schedulefree_available
+
+        if not is_schedulefree_available():
+            raise ValueError(f"--optim {self.optim}: install its package first: pip install schedulefree")
+        schedule = getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type)
+        if schedule != SchedulerType.CONSTANT.value:
+            raise ValueError(
+                f"--optim {self.optim} warms up over --warmup_steps itself and keeps its rate after: add "
+                f"--lr_scheduler_type constant (not {schedule})."
+            )
 
     def fused_output_loss_clash(self) -> str | None:
         """Why the fused output loss cannot run here, or None: it replaces the model's output layer and the loss on

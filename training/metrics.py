@@ -36,12 +36,27 @@ def translation_scores(
         "chrf_signature": str(chrf.get_signature()),
     }
     if target_lang not in CJK_LANGUAGES:
-        tokenize = lowercase_tokenizer(target_lang)
+        try:
+            tokenize = lowercase_tokenizer(target_lang)
+        except ImportError:
+            raise ImportError(
+                "the tokenized BLEU (lowercased, Moses-tokenized, as Multi30K papers report it) needs sacremoses: "
+                "pip install sacremoses"
+            ) from None
         tokenized = sacrebleu.metrics.BLEU(tokenize="none", force=True)
         scores["tokenized_bleu"] = tokenized.corpus_score(
             [tokenize(h) for h in hypotheses], [[tokenize(r) for r in references]]
         ).score
     return scores
+
+
+def check_scoring(target_lang: str) -> None:
+    """The evaluation's scores can be computed in this Python: one sentence scored before training, so that a missing
+    package ends the run before its training rather than after it."""
+    try:
+        translation_scores(["a"], ["a"], target_lang)
+    except ImportError as error:
+        raise ValueError(f"scoring translations into {target_lang!r}: {error}; nothing was trained.") from None
 
 
 def decode(tokenizer, token_ids: np.ndarray) -> list[str]:

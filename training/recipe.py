@@ -2,7 +2,8 @@
 option) as the Trainer's `compute_loss_func` (on a CPU fused with the output layer, `--fused_output_loss`; on a GPU
 recorded with the whole step as CUDA graphs, `--cuda_graphs`), a wall-clock limit, and evaluation metrics computed on
 exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and
-model settings (see `arguments.TranslationTrainingArguments`); late dropout (`--late_dropout_steps`) is a callback."""
+model settings (see `arguments.TranslationTrainingArguments`); late dropout (`--late_dropout_steps`) and the
+checkpoints of a schedule-free optimizer (`--optim schedule_free_adamw`) are callbacks."""
 
 import copy
 import time
@@ -18,6 +19,7 @@ from .cuda_graphs import GraphedSteps
 from .data import TEXT_COLUMNS, column_values
 from .late_dropout import LateDropout
 from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
+from .schedule_free import ScheduleFreeAverage, is_schedule_free
 from .subword_regularization import BpeDropoutPairs
 from .word_dropout import WordDropout
 
@@ -90,6 +92,8 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.clock = (time.time(), 0.0)  # (when this process began training, seconds trained before a resume)
         self.add_callback(StartClock(self))
         self.add_callback(StopAtTimeLimit(self))
+        if is_schedule_free(self.args.optim):  # after StopAtTimeLimit, which can ask for a checkpoint
+            self.add_callback(ScheduleFreeAverage())
         if self.args.late_dropout_steps:
             self.add_callback(LateDropout(self.args.late_dropout_steps))
         if self.compute_loss_func is None:

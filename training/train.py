@@ -36,10 +36,11 @@ from .console import one_line_errors
 from .data import CorpusError, column_values, load_parallel_corpus, testing_splits, tokenize_corpus
 from .folders import first_names, move_files_into, write_folder
 from .hub import make_tokenizer_config_portable, publish
-from .metrics import decode, make_compute_metrics, translation_scores
+from .metrics import check_scoring, decode, make_compute_metrics, translation_scores
 from .model_card import render_model_card
 from .precision import bf16_trains_faster
 from .recipe import TranslationTrainer
+from .schedule_free import is_schedule_free
 from .tokenizer import VOCABULARY_RECORD, record_text_preprocessing, special_token_ids, train_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ RUN_SETTINGS = "run_settings.json"  # the settings that shape the run, beside it
 # The training settings that shape the model a run trains (not its length, evaluations or checkpoints: a run may be
 # trained on with a larger --max_steps): a rerun that resumes the run's checkpoints must ask for the same.
 SHAPING_SETTINGS = (
+    "optim",
     "learning_rate",
     "lr_scale",
     "lr_scheduler_type",
@@ -283,6 +285,14 @@ def run_summary(trainer: TranslationTrainer, runtime_s: float, tokenized, result
     }
 
 
+def optimizer_name(args: TranslationTrainingArguments) -> str:
+    """The optimizer as the card names it: the paper's Adam, or a schedule-free one (`--optim schedule_free_adamw`)."""
+    adam = f"({args.adam_beta1}, {args.adam_beta2}, {args.adam_epsilon})"
+    if is_schedule_free(args.optim):
+        return f"{getattr(args.optim, 'value', args.optim)}{adam}, schedule-free (Defazio et al., 2024)"
+    return f"Adam{adam}"
+
+
 def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
     """The settings of this run that shaped the model, as its card lists them."""
     model_args, _, vocab_args, args = arguments
@@ -294,7 +304,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "tokens per batch and side": args.max_tokens,
         "batches": "regrouped every epoch" if args.regroup_batches else None,
         "curriculum": f"shortest pairs first for {args.curriculum_steps:,} steps" if args.curriculum_steps else None,
-        "optimizer": f"Adam({args.adam_beta1}, {args.adam_beta2}, {args.adam_epsilon})",
+        "optimizer": optimizer_name(args),
         "weight decay": args.weight_decay or None,
         "learning rate": f"{args.learning_rate:.3g} at its peak, after {int(args.warmup_steps):,} warmup steps",
         "schedule": args.lr_scheduler_type,
@@ -399,6 +409,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.reuse_freed_memory and reuse_freed_memory():
         logger.info("Memory freed by a training step is kept for the next (glibc malloc: no mmap, no trimming)")
     set_seed(args.seed)
+    check_scoring(data_args.target_lang)
     output_dir = Path(args.output_dir)
     # The finished folder is published once at the end (training.hub); the Trainer would create the repo at start.
     push_to_hub, args.push_to_hub = args.push_to_hub, False
