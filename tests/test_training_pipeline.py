@@ -168,7 +168,7 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
         (["--late_dropout_steps", "-1"], "--late_dropout_steps -1: must be at least 0"),
         (["--torch_compile_backend", "cudagraphs"], "--torch_compile_backend cudagraphs replays the CUDA graph"),
         (["--cuda_graphs", "--use_cpu", "true"], "--cuda_graphs needs a CUDA GPU: leave it out."),
-        (["--optim", "schedule_free_adamw"], "--optim schedule_free_adamw warms up over --warmup_steps itself"),
+        (["--optim", "schedule_free_adamw"], "--optim schedule_free_adamw sets its own rate (a warmup over"),
         (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),
     ],
 )

@@ -292,7 +292,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         super().__post_init__()
 
     def check_schedule_free(self) -> None:
-        """A schedule-free optimizer (`--optim schedule_free_adamw`) warms up by itself and needs no decaying rate, and
+        """A schedule-free optimizer (`--optim schedule_free_adamw`) sets its own rate and needs no decaying one, and
         its package is an extra: both checked now, not after the vocabulary has trained."""
         from transformers.utils import is_schedulefree_available
 
@@ -301,7 +301,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         schedule = getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type)
         if schedule != SchedulerType.CONSTANT.value:
             raise ValueError(
-                f"--optim {self.optim} warms up over --warmup_steps itself and keeps its rate after: add "
+                f"--optim {self.optim} sets its own rate (a warmup over --warmup_steps, then --learning_rate): add "
                 f"--lr_scheduler_type constant (not {schedule})."
             )
 
