@@ -16,6 +16,7 @@ from typing import ClassVar
 import torch
 import yaml
 from transformers import HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments
+from transformers.utils import is_schedulefree_available
 
 from vanilla_transformer import VanillaTransformerConfig
 from vanilla_transformer.folder_checks import check_config_file, check_tokenizer_file, is_hub_id
@@ -294,8 +295,6 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     def check_schedule_free(self) -> None:
         """A schedule-free optimizer (`--optim schedule_free_adamw`) sets its own rate and needs no decaying one, and
         its package is an extra: both checked now, not after the vocabulary has trained."""
-        from transformers.utils import is_schedulefree_available
-
         if not is_schedulefree_available():
             raise ValueError(f"--optim {self.optim}: install its package first: pip install schedulefree")
         schedule = getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type)

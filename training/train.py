@@ -289,7 +289,7 @@ def optimizer_name(args: TranslationTrainingArguments) -> str:
     """The optimizer as the card names it: the paper's Adam, or a schedule-free one (`--optim schedule_free_adamw`)."""
     adam = f"({args.adam_beta1}, {args.adam_beta2}, {args.adam_epsilon})"
     if is_schedule_free(args.optim):
-        return f"{getattr(args.optim, 'value', args.optim)}{adam}, schedule-free (Defazio et al., 2024)"
+        return f"{args.optim.value}{adam}, schedule-free (Defazio et al., 2024)"
     return f"Adam{adam}"
 
 
