@@ -6,13 +6,19 @@ train mode at every step and in eval mode to evaluate, and this callback does it
 that training leaves, so that both hold x."""
 
 from transformers import TrainerCallback
+from transformers.training_args import OptimizerNames
 
-SCHEDULE_FREE_OPTIMIZERS = ("schedule_free_adamw", "schedule_free_radam", "schedule_free_sgd")
+# transformers' names, a str enum: equal to the plain strings of a YAML config or the command line.
+SCHEDULE_FREE_OPTIMIZERS = (
+    OptimizerNames.SCHEDULE_FREE_ADAMW,
+    OptimizerNames.SCHEDULE_FREE_RADAM,
+    OptimizerNames.SCHEDULE_FREE_SGD,
+)
 
 
 def is_schedule_free(optim: object) -> bool:
     """Whether a Trainer `optim` name (a string or transformers' `OptimizerNames`) is a schedule-free optimizer."""
-    return getattr(optim, "value", optim) in SCHEDULE_FREE_OPTIMIZERS
+    return optim in SCHEDULE_FREE_OPTIMIZERS
 
 
 class ScheduleFreeAverage(TrainerCallback):
