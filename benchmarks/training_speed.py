@@ -5,7 +5,7 @@ checkpoint.
 
     python benchmarks/training_speed.py --config training/configs/multi30k_en_de.yaml \\
         --data_dir ../shared/data/multi30k --output_dir /tmp/speed --max_steps 400 --bf16 false
-    ... --bf16 true | --torch_compile true | --max_tokens 4096 | --r_drop_alpha 5 | --fused_output_loss false
+    ... --bf16 true | --torch_compile true | --max_tokens 4096 | --r_drop_alpha 5 | --fused_output_loss false | --muon
     torchrun --nproc_per_node 2 benchmarks/training_speed.py ... --max_tokens 1024   # two processes, one thread each
 
 The arguments are vt-train's; the vocabulary is trained once into --output_dir and reused. Prints figures, not
@@ -18,9 +18,8 @@ import time
 
 from transformers import TrainerCallback, set_seed
 
-from vanilla_transformer.training.allocator import reuse_freed_memory
 from vanilla_transformer.training.arguments import parse_arguments
-from vanilla_transformer.training.train import prepare_run
+from vanilla_transformer.training.train import configure_process, prepare_run
 
 
 class StepClock(TrainerCallback):
@@ -38,8 +37,7 @@ def main() -> None:
     arguments = parse_arguments([*sys.argv[1:], *no_evaluation])
     args = arguments[-1]
     logging.basicConfig(level=logging.WARNING)
-    if args.reuse_freed_memory:
-        reuse_freed_memory()
+    configure_process(args)
     set_seed(args.seed)
     _, _, trainer = prepare_run(arguments, checkpoint=None)
     clock = StepClock()
@@ -52,7 +50,7 @@ def main() -> None:
     print(
         f"processes {args.world_size}, bf16 {args.bf16}, torch_compile {args.torch_compile}, "
         f"max_tokens {args.max_tokens} a process, "
-        f"r_drop_alpha {args.r_drop_alpha}, fused output loss {trainer.fuse_output_loss}: "
+        f"r_drop_alpha {args.r_drop_alpha}, fused output loss {trainer.fuse_output_loss}, muon {args.muon}: "
         f"{steps_per_s:.2f} steps/s, {steps_per_s * args.max_tokens * args.world_size:,.0f} padded tokens/s a side "
         f"(steps {half}-{last}; training loss {result.training_loss:.3f})"
     )

@@ -120,6 +120,8 @@ def test_the_cards_settings_name_weight_decay_word_and_late_dropout_only_where_t
     schedule_free = [*SMOKE, "--optim", "schedule_free_adamw", "--lr_scheduler_type", "constant"]
     optimizer = card_settings(parse_arguments(schedule_free), config)["optimizer"]
     assert optimizer == "schedule_free_adamw(0.9, 0.98, 1e-09), schedule-free (Defazio et al., 2024)"
+    optimizer = card_settings(parse_arguments([*SMOKE, "--muon"]), config)["optimizer"]
+    assert optimizer == "Muon (Jordan et al., 2024) for the layers' matrices, Adam(0.9, 0.98, 1e-09) for the rest"
 
 
 def test_yaml_config_gives_defaults_and_flags_override_it():
@@ -169,6 +171,7 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
         (["--torch_compile_backend", "cudagraphs"], "--torch_compile_backend cudagraphs replays the CUDA graph"),
         (["--cuda_graphs", "--use_cpu", "true"], "--cuda_graphs needs a CUDA GPU: leave it out."),
         (["--optim", "schedule_free_adamw"], "--optim schedule_free_adamw sets its own rate (a warmup over"),
+        (["--muon", "--optim", "adafactor"], "--muon steps the layers' matrices with Muon and the rest with torch"),
         (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),
     ],
 )
@@ -324,6 +327,17 @@ def test_cpu_bf16_needs_the_instructions_and_a_faster_training_step(monkeypatch,
     assert precision.cpu_bf16_instructions() == {"avx512_bf16"}
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx2": True})
     assert precision.cpu_bf16_instructions() == set()
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="flush-to-zero is x86's")
+def test_training_reads_and_writes_subnormal_floats_as_zero_unless_told_not_to(smoke_run, tmp_path):
+    subnormal = torch.finfo(torch.float32).tiny / 4  # a float32 below the smallest normal one
+    try:
+        assert torch.tensor(subnormal).item() == 0  # the smoke run trained with the default
+        train_main([*SMOKE, "--flush_denormal", "false", "--max_steps", "2", "--output_dir", str(tmp_path / "run")])
+        assert torch.tensor(subnormal).item() == pytest.approx(subnormal)
+    finally:
+        torch.set_flush_denormal(False)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt() is glibc's")

@@ -419,6 +419,72 @@ def test_a_schedule_free_optimizers_checkpoints_and_final_model_hold_its_average
     assert any(not torch.equal(a, b) for a, b in zip(x, trainer.model.parameters(), strict=True))
 
 
+# Muon for the layers' matrices (--muon), a recipe option ----------------------------------------------------------
+@pytest.mark.parametrize("shape", [(8, 8), (6, 20), (20, 6)])
+def test_newton_schulz_makes_a_matrix_about_orthogonal_whatever_its_shape(shape):
+    from vanilla_transformer.training.muon import orthogonalize
+
+    # Columns scaled from 0.3 to 3: singular values far apart.
+    matrix = torch.randn(*shape, generator=torch.Generator().manual_seed(0)) * torch.logspace(-0.5, 0.5, shape[1])
+    singular_values = torch.linalg.svdvals(orthogonalize(matrix))
+    # Jordan et al.'s quintic trades exactness for speed: about 1, between 0.5 and 1.5, instead of exactly 1.
+    assert orthogonalize(matrix).shape == shape
+    assert singular_values.min() > 0.5 and singular_values.max() < 1.5
+    assert torch.linalg.svdvals(matrix).max() / torch.linalg.svdvals(matrix).min() > 5  # it was far from it
+
+
+def test_muon_trains_the_layers_matrices_and_adamw_the_rest_in_one_optimizer_that_resumes_where_it_was(tmp_path):
+    from vanilla_transformer.training.muon import MuonWithAdamW
+
+    rate = dict(learning_rate=0.01, warmup_steps=1)
+    trainer = trainer_on_pairs(tmp_path, muon=True, max_steps=4, max_tokens=16, save_steps=2, **rate)
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    trainer.train()
+    optimizer = trainer.optimizer.optimizer  # accelerate's wrapper holds it
+    assert isinstance(optimizer, MuonWithAdamW)
+    muon, adamw = optimizer.param_groups
+    names = {id(p): name for name, p in trainer.model.named_parameters()}
+    assert muon["muon"] and not adamw["muon"]
+    assert {names[id(p)].rsplit(".", 2)[-2] for p in muon["params"]} == {
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "out_proj",
+        "fc1",
+        "fc2",
+    }
+    assert "model.encoder.embeddings.embed_tokens.weight" in {names[id(p)] for p in adamw["params"]}  # tied: AdamW
+    assert len(muon["params"]) + len(adamw["params"]) == len(before)  # each parameter once
+    assert muon["lr"] == adamw["lr"] > 0  # one schedule for both
+    assert all("momentum_buffer" in optimizer.state[p] for p in muon["params"])
+    assert all("exp_avg" in optimizer.state[p] for p in adamw["params"])
+    assert all(not torch.equal(p, before[name]) for name, p in trainer.model.named_parameters())
+
+    # Resumed from the step-2 checkpoint (Muon's momentum buffers and Adam's moments in one state): the same weights.
+    resumed = trainer_on_pairs(tmp_path, muon=True, max_steps=4, max_tokens=16, save_steps=2, **rate)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+    for (name, p), q in zip(trainer.model.named_parameters(), resumed.model.parameters(), strict=True):
+        torch.testing.assert_close(q, p, msg=name)
+
+
+def test_a_muon_step_is_the_orthogonalised_nesterov_momentum_at_adamws_update_size():
+    from vanilla_transformer.training.muon import MuonWithAdamW, orthogonalize
+
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.nn.Parameter(torch.randn(4, 16, generator=generator))
+    start, gradient = weight.detach().clone(), torch.randn(4, 16, generator=generator)
+    optimizer = MuonWithAdamW([{"params": [weight], "muon": True}], lr=0.1, weight_decay=0.5)
+    weight.grad = gradient
+    optimizer.step()
+    nesterov = gradient.lerp(gradient * (1 - 0.95), 0.95)  # the first step's momentum is (1 - 0.95) * gradient
+    expected = start * (1 - 0.1 * 0.5) - 0.1 * 0.2 * 16**0.5 * orthogonalize(nesterov)
+    torch.testing.assert_close(weight.detach(), expected)
+    rms = (expected - start * (1 - 0.05)).pow(2).mean().sqrt()
+    assert 0.1 * 0.2 * 0.5 < rms < 0.1 * 0.2 * 1.5  # the update's size is the rate's share AdamW's would have
+    with pytest.raises(ValueError, match="Muon steps 2-D weight matrices only"):
+        MuonWithAdamW([{"params": [torch.nn.Parameter(torch.zeros(4))], "muon": True}])
+
+
 # The fused output loss (--fused_output_loss), a recipe option -----------------------------------------------------
 def test_fused_output_loss_gives_the_output_layers_label_smoothed_loss_and_its_gradients():
     from vanilla_transformer.training.loss import ROWS_AT_A_TIME, fused_output_cross_entropy_sum

@@ -16,6 +16,7 @@ from typing import ClassVar
 import torch
 import yaml
 from transformers import HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments
+from transformers.training_args import OptimizerNames
 from transformers.utils import is_schedulefree_available
 
 from vanilla_transformer import VanillaTransformerConfig
@@ -69,6 +70,8 @@ class ModelArguments:
 
 
 DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
+# The optimizers `--muon` pairs with: it replaces torch's AdamW by training.muon's Muon with AdamW.
+TORCH_ADAMW = (OptimizerNames.ADAMW_TORCH, OptimizerNames.ADAMW_TORCH_FUSED)
 # ModelArguments -> VanillaTransformerConfig fields
 CONFIG_FIELDS = {
     "layers": ("encoder_layers", "decoder_layers"),
@@ -160,6 +163,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "with its rates (--dropout); for a model that overfits small data. 0: off."
         },
     )
+    muon: bool = field(
+        default=False,
+        metadata={
+            "help": "Muon (Jordan et al., 2024) for the layers' weight matrices, at Liu et al.'s (2025) rate that "
+            "matches AdamW's update size, so --learning_rate and its schedule apply unchanged; AdamW for the "
+            "embeddings, LayerNorms and biases (training.muon)."
+        },
+    )
     fused_output_loss: bool | None = field(
         default=None,
         metadata={
@@ -201,6 +212,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "help": "Keep the memory a training step frees for the next step (glibc's malloc: no mmap, no trimming; "
             "training.allocator): a Multi30K step on 2 CPU cores took 0.59 s instead of 0.80-0.85 s, for a fifth more "
             "resident memory. Linux with glibc only; false: malloc's defaults."
+        },
+    )
+    flush_denormal: bool = field(
+        default=True,
+        metadata={
+            "help": "Read and write floats below float32's smallest normal number (1.2e-38) as zero (torch's "
+            "set_flush_denormal, x86 CPUs): arithmetic on such subnormal numbers is many times slower there, and the "
+            "optimizer's moments of FFN units that no longer fire decay into them. false: IEEE's subnormals."
         },
     )
     ddp_find_unused_parameters: bool | None = field(
@@ -286,6 +305,11 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             self.dataloader_pin_memory = False  # pinned memory only helps copies to a GPU
         if is_schedule_free(self.optim):
             self.check_schedule_free()
+        if self.muon and self.optim not in TORCH_ADAMW:
+            raise ValueError(
+                f"--muon steps the layers' matrices with Muon and the rest with torch's AdamW: leave --optim "
+                f"{self.optim} out."
+            )
         if self.fused_output_loss and (clash := self.fused_output_loss_clash()):
             raise ValueError(clash)
         if self.cuda_graphs and (clash := self.cuda_graphs_clash()):

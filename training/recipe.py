@@ -3,7 +3,8 @@ option) as the Trainer's `compute_loss_func` (on a CPU fused with the output lay
 recorded with the whole step as CUDA graphs, `--cuda_graphs`), a wall-clock limit, and evaluation metrics computed on
 exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and
 model settings (see `arguments.TranslationTrainingArguments`); late dropout (`--late_dropout_steps`) and the
-checkpoints of a schedule-free optimizer (`--optim schedule_free_adamw`) are callbacks."""
+checkpoints of a schedule-free optimizer (`--optim schedule_free_adamw`) are callbacks, and Muon for the layers'
+matrices (`--muon`) the Trainer's optimizer factory."""
 
 import copy
 import time
@@ -19,6 +20,7 @@ from .cuda_graphs import GraphedSteps
 from .data import TEXT_COLUMNS, column_values
 from .late_dropout import LateDropout
 from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
+from .muon import MuonForMatrices
 from .schedule_free import ScheduleFreeAverage, is_schedule_free
 from .subword_regularization import BpeDropoutPairs
 from .word_dropout import WordDropout
@@ -96,6 +98,9 @@ class TranslationTrainer(Seq2SeqTrainer):
             self.add_callback(ScheduleFreeAverage())
         if self.args.late_dropout_steps:
             self.add_callback(LateDropout(self.args.late_dropout_steps))
+        if self.args.muon and self.optimizer_cls_and_kwargs is None:
+            _, adamw_kwargs = self.get_optimizer_cls_and_kwargs(self.args, self.model)
+            self.optimizer_cls_and_kwargs = (MuonForMatrices, {**adamw_kwargs, "weight_decay": self.args.weight_decay})
         if self.compute_loss_func is None:
             # §5.4: cross_entropy smooths fused, where the Trainer's LabelSmoother would materialise -log_softmax over
             # every logit of the batch.

@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
@@ -67,6 +68,7 @@ SHAPING_SETTINGS = (
     "r_drop_alpha",
     "word_dropout",
     "late_dropout_steps",
+    "muon",
     "seed",
 )
 
@@ -286,10 +288,13 @@ def run_summary(trainer: TranslationTrainer, runtime_s: float, tokenized, result
 
 
 def optimizer_name(args: TranslationTrainingArguments) -> str:
-    """The optimizer as the card names it: the paper's Adam, or a schedule-free one (`--optim schedule_free_adamw`)."""
+    """The optimizer as the card names it: the paper's Adam, a schedule-free one (`--optim schedule_free_adamw`), or
+    Muon with Adam (`--muon`)."""
     adam = f"({args.adam_beta1}, {args.adam_beta2}, {args.adam_epsilon})"
     if is_schedule_free(args.optim):
         return f"{args.optim.value}{adam}, schedule-free (Defazio et al., 2024)"
+    if args.muon:
+        return f"Muon (Jordan et al., 2024) for the layers' matrices, Adam{adam} for the rest"
     return f"Adam{adam}"
 
 
@@ -400,14 +405,20 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
     return corpus, tokenized, trainer
 
 
+def configure_process(args: TranslationTrainingArguments) -> None:
+    """The process-wide settings a run trains under: freed memory kept by malloc, subnormal floats read as zero."""
+    if args.reuse_freed_memory and reuse_freed_memory():
+        logger.info("Memory freed by a training step is kept for the next (glibc malloc: no mmap, no trimming)")
+    torch.set_flush_denormal(args.flush_denormal)  # x86 CPUs only; elsewhere it changes nothing
+
+
 def main(argv: list[str] | None = None) -> dict:
     arguments = parse_arguments(argv)
     _, data_args, _, args = arguments
     logging.basicConfig(
         format="%(asctime)s %(name)s: %(message)s", level=logging.INFO if args.should_log else logging.WARN
     )
-    if args.reuse_freed_memory and reuse_freed_memory():
-        logger.info("Memory freed by a training step is kept for the next (glibc malloc: no mmap, no trimming)")
+    configure_process(args)
     set_seed(args.seed)
     check_scoring(data_args.target_lang)
     output_dir = Path(args.output_dir)
