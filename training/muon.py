@@ -9,6 +9,7 @@ Why not `torch.optim.Muon`: it runs the iteration in bf16, which a CPU without b
 than fp32; here it runs in the parameters' own precision."""
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -42,7 +43,7 @@ class MuonWithAdamW(torch.optim.AdamW):
     """AdamW whose parameter groups marked `"muon": True` (2-D matrices only) take Muon's step instead: one optimizer,
     one learning-rate schedule, one checkpointed state for both."""
 
-    def __init__(self, params, momentum: float = MOMENTUM, **adamw_kwargs):
+    def __init__(self, params: list[dict], momentum: float = MOMENTUM, **adamw_kwargs) -> None:
         super().__init__(params, **adamw_kwargs)
         for group in self.param_groups:
             group.setdefault("muon", False)
@@ -51,7 +52,7 @@ class MuonWithAdamW(torch.optim.AdamW):
                 raise ValueError("Muon steps 2-D weight matrices only; give other parameters to AdamW.")
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -94,8 +95,9 @@ class MuonForMatrices:
     output matrices are lookups and a classifier, not hidden layers: AdamW steps them, as in both papers."""
 
     def __call__(self, model: nn.Module, **adamw_kwargs) -> MuonWithAdamW:
-        lookups = [module.weight for module in model.modules() if isinstance(module, nn.Embedding)]
-        skipped = {id(weight) for weight in [*lookups, model.get_output_embeddings().weight]}
+        lookups = [module for module in model.modules() if isinstance(module, nn.Embedding)]
+        output = model.get_output_embeddings()  # None in a model without an output layer of its own
+        skipped = {id(module.weight) for module in [*lookups, output] if module is not None}
         trained = [p for p in model.parameters() if p.requires_grad]
         hidden = {id(p) for p in trained if p.ndim == 2 and id(p) not in skipped}
         matrices = [p for p in trained if id(p) in hidden]
