@@ -100,6 +100,7 @@ class TranslationTrainer(Seq2SeqTrainer):
             self.add_callback(LateDropout(self.args.late_dropout_steps))
         if self.args.muon and self.optimizer_cls_and_kwargs is None:
             _, adamw_kwargs = self.get_optimizer_cls_and_kwargs(self.args, self.model)
+            # The Trainer passes weight decay in its parameter groups, not these kwargs: else AdamW's 0.01 would apply.
             self.optimizer_cls_and_kwargs = (MuonForMatrices, {**adamw_kwargs, "weight_decay": self.args.weight_decay})
         if self.compute_loss_func is None:
             # §5.4: cross_entropy smooths fused, where the Trainer's LabelSmoother would materialise -log_softmax over
