@@ -234,6 +234,7 @@ def test_a_misspelled_config_setting_names_the_file_and_the_setting(tmp_path):
         ("max_tokens: true\n", "argument --max_tokens/--max-tokens: invalid int value: 'true'"),  # was a 1-token budget
         ("max_steps: 8.5\n", "argument --max_steps/--max-steps: invalid int value: '8.5'"),
         ("max_steps: [8]\n", r"max_steps: \[8\] is not one value; max_steps takes one"),
+        ("max_steps: {steps: 8}\n", r"max_steps: \{'steps': 8\} is not one value; max_steps takes one"),
         ("max_steps: 5\nwarmup_steps: 2\nmax_steps: 6\n", "'max_steps' is given twice \\(again on line 3\\)"),
     ],
 )
@@ -242,6 +243,26 @@ def test_config_values_are_checked_as_the_command_lines_are(tmp_path, yaml_text,
     config.write_text(yaml_text, encoding="utf-8")
     with pytest.raises(SystemExit, match=message):
         parse_arguments(["--config", str(config), "--data_dir", "examples/tiny"])
+
+
+def test_a_config_mapping_reaches_the_schedule_that_reads_it(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "data_dir: examples/tiny\nwarmup_steps: 20\nlr_scheduler_type: warmup_stable_decay\n"
+        "lr_scheduler_kwargs: {num_decay_steps: 4, decay_type: linear}\n",
+        encoding="utf-8",
+    )
+    args = parse_arguments(["--config", str(config), "--output_dir", str(tmp_path / "run")])[-1]
+    assert args.lr_scheduler_kwargs == {"num_decay_steps": 4, "decay_type": "linear"}  # refused before
+    trainer = TranslationTrainer(model=tiny_model(), args=args)
+    trainer.create_optimizer_and_scheduler(num_training_steps=100)
+    rates = []
+    for _ in range(100):
+        trainer.optimizer.step()
+        trainer.lr_scheduler.step()
+        rates.append(trainer.lr_scheduler.get_last_lr()[0])
+    peak = trainer.optimizer.defaults["lr"]
+    assert rates[80] == pytest.approx(peak) and rates[97] == pytest.approx(peak / 2) and rates[-1] == 0
 
 
 def test_one_word_for_a_list_is_a_list_of_one_and_a_second_config_is_refused(tmp_path):

@@ -6,6 +6,7 @@ A YAML file (`--config FILE`) gives the defaults of a run; flags on the command 
 import argparse
 import dataclasses
 import difflib
+import json
 import os
 import sys
 import typing
@@ -415,7 +416,8 @@ def read_config(path: str) -> dict:
 def config_flags(settings: dict, config: str) -> tuple[list[str], dict]:
     """A config file's settings as command-line flags, so that argparse checks their types as it checks the command
     line's (a YAML `max_tokens: true` or `max_steps: 8.5` is refused, not taken as given), and the empty lists that no
-    flag can say, as defaults."""
+    flag can say, as defaults. A mapping (`lr_scheduler_kwargs: {num_decay_steps: 3000}`) becomes the JSON string
+    that the command line gives the settings that take one."""
     list_fields = {
         entry.name
         for arguments in ARGUMENT_CLASSES
@@ -424,6 +426,10 @@ def config_flags(settings: dict, config: str) -> tuple[list[str], dict]:
     }
     flags, empty_lists = [], {}
     for name, value in settings.items():
+        # The fields the Trainer's arguments read as JSON when given a string (HfArgumentParser retypes them str).
+        if isinstance(value, dict) and name in TranslationTrainingArguments._VALID_DICT_FIELDS:
+            flags += [f"--{name}", json.dumps(value)]
+            continue
         if isinstance(value, dict) or (isinstance(value, list) and name not in list_fields):
             raise SystemExit(f"error: {config}: {name}: {value!r} is not one value; {name} takes one.")
         if value == []:
