@@ -105,10 +105,14 @@ def test_the_card_is_about_its_own_model_alone_and_valid_for_the_hub(smoke_run):
     assert "4+4 layers" not in text and "2+2 layers, d_model 64" in text  # the smoke model's own shape
 
 
-def test_the_cards_settings_name_weight_decay_word_and_late_dropout_only_where_the_run_used_them():
+def test_the_cards_settings_name_the_schedule_and_weight_decay_word_and_late_dropout_only_where_used():
     from vanilla_transformer.training.train import card_settings
 
     config = {"vocab_size": 120, "dropout": 0.1}
+    assert card_settings(parse_arguments(SMOKE), config)["schedule"] == "inverse_sqrt"  # was SchedulerType.INVERSE_SQRT
+    decay = ["--lr_scheduler_type", "warmup_stable_decay", "--lr_scheduler_kwargs", '{"num_decay_steps": 30}']
+    schedule = card_settings(parse_arguments([*SMOKE, *decay]), config)["schedule"]
+    assert schedule == "warmup_stable_decay (num_decay_steps 30)"
     assert "weight decay" not in card_settings(parse_arguments(SMOKE), config)
     settings = card_settings(parse_arguments([*SMOKE, "--weight_decay", "0.01"]), config)
     assert settings["weight decay"] == 0.01 and settings["optimizer"] == "Adam(0.9, 0.98, 1e-09)"

@@ -317,16 +317,20 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(clash)
         super().__post_init__()
 
+    @property
+    def schedule_name(self) -> str:
+        """The rate's schedule as transformers names it (parsing makes the flag a SchedulerType)."""
+        return getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type)
+
     def check_schedule_free(self) -> None:
         """A schedule-free optimizer (`--optim schedule_free_adamw`) sets its own rate and needs no decaying one, and
         its package is an extra: both checked now, not after the vocabulary has trained."""
         if not is_schedulefree_available():
             raise ValueError(f"--optim {self.optim}: install its package first: pip install schedulefree")
-        schedule = getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type)
-        if schedule != SchedulerType.CONSTANT.value:
+        if self.schedule_name != SchedulerType.CONSTANT.value:
             raise ValueError(
                 f"--optim {self.optim} sets its own rate (a warmup over --warmup_steps, then --learning_rate): add "
-                f"--lr_scheduler_type constant (not {schedule})."
+                f"--lr_scheduler_type constant (not {self.schedule_name})."
             )
 
     def fused_output_loss_clash(self) -> str | None:

@@ -298,6 +298,12 @@ def optimizer_name(args: TranslationTrainingArguments) -> str:
     return f"Adam{adam}"
 
 
+def schedule_description(args: TranslationTrainingArguments) -> str:
+    """The rate's schedule as the card names it: transformers' name, and the arguments given to it."""
+    given = ", ".join(f"{name} {value}" for name, value in (args.lr_scheduler_kwargs or {}).items())
+    return f"{args.schedule_name} ({given})" if given else args.schedule_name
+
+
 def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
     """The settings of this run that shaped the model, as its card lists them."""
     model_args, _, vocab_args, args = arguments
@@ -312,7 +318,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "optimizer": optimizer_name(args),
         "weight decay": args.weight_decay or None,
         "learning rate": f"{args.learning_rate:.3g} at its peak, after {int(args.warmup_steps):,} warmup steps",
-        "schedule": args.lr_scheduler_type,
+        "schedule": schedule_description(args),
         "label smoothing": args.label_smoothing_factor,
         "BPE-dropout": args.bpe_dropout or None,
         "R-Drop alpha": args.r_drop_alpha or None,
