@@ -120,6 +120,8 @@ def test_a_run_is_not_resumed_with_settings_other_than_it_was_started_with(tmp_p
     train_main(arguments)
     for flags, named in (
         (["--lr_scale", "0.5"], "lr_scale 0.3 -> 0.5"),
+        # The schedule's arguments shape it as its type does; their default is None or {} by release.
+        (["--lr_scheduler_kwargs", '{"timescale": 5}'], r"lr_scheduler_kwargs (None|\{\}) -> \{'timescale': 5\}"),
         (["--max_tokens", "256", "--dropout", "0.3"], "dropout None -> 0.3, max_tokens 512 -> 256"),
     ):
         with pytest.raises(OutputFolderError, match=rf"holds a run started with other settings \({named}\)"):

@@ -55,6 +55,7 @@ SHAPING_SETTINGS = (
     "learning_rate",
     "lr_scale",
     "lr_scheduler_type",
+    "lr_scheduler_kwargs",
     "warmup_steps",
     "max_tokens",
     "gradient_accumulation_steps",
