@@ -126,6 +126,9 @@ def test_the_cards_settings_name_the_schedule_and_weight_decay_word_and_late_dro
     assert optimizer == "schedule_free_adamw(0.9, 0.98, 1e-09), schedule-free (Defazio et al., 2024)"
     optimizer = card_settings(parse_arguments([*SMOKE, "--muon"]), config)["optimizer"]
     assert optimizer == "Muon (Jordan et al., 2024) for the layers' matrices, Adam(0.9, 0.98, 1e-09) for the rest"
+    assert "exponential average of the weights" not in card_settings(parse_arguments(SMOKE), config)
+    ema = card_settings(parse_arguments([*SMOKE, "--ema_decay", "0.999"]), config)["exponential average of the weights"]
+    assert ema == "decay 0.999"
 
 
 def test_yaml_config_gives_defaults_and_flags_override_it():
@@ -176,6 +179,11 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
         (["--cuda_graphs", "--use_cpu", "true"], "--cuda_graphs needs a CUDA GPU: leave it out."),
         (["--optim", "schedule_free_adamw"], "--optim schedule_free_adamw sets its own rate (a warmup over"),
         (["--muon", "--optim", "adafactor"], "--muon steps the layers' matrices with Muon and the rest with torch"),
+        (["--ema_decay", "1.0"], "--ema_decay 1.0: must be in [0, 1) (0: off)"),
+        (
+            ["--ema_decay", "0.99", "--optim", "schedule_free_adamw", "--lr_scheduler_type", "constant"],
+            "--ema_decay with --optim schedule_free_adamw: the optimizer keeps an average of its own",
+        ),
         (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),
     ],
 )
@@ -426,6 +434,20 @@ def test_smoke_run_on_real_multi30k_pairs(tmp_path):
     report = train_main([*SMOKE, *flags, "--output_dir", str(tmp_path / "run")])
     assert set(report["results"]["last"]) == {"validation", "test_2016_flickr"}
     assert len(translate(tmp_path / "run", ["Two dogs play in the snow."])) == 1
+
+
+def test_the_exponential_average_is_evaluated_after_the_averaged_model_and_ships(tmp_path):
+    from vanilla_transformer.training.exponential_average import EXPONENTIAL_AVERAGE
+
+    output = tmp_path / "run"
+    report = train_main([*SMOKE, "--max_steps", "40", "--ema_decay", "0.9", "--output_dir", str(output)])
+    assert list(report["results"]) == ["last", "averaged (last 2)", "exponential average"]
+    assert report["summary"]["shipped_model"] == "exponential average"
+    shipped = AutoModelForSeq2SeqLM.from_pretrained(output).state_dict()  # tied weights under each of their names
+    average = load_file(output / "checkpoint-40" / EXPONENTIAL_AVERAGE)
+    assert average.keys() and all(torch.equal(shipped[name], tensor) for name, tensor in average.items())
+    assert not (output / "averaged" / EXPONENTIAL_AVERAGE).exists()  # a model folder, not a checkpoint
+    assert "| exponential average of the weights | decay 0.9 |" in (output / "README.md").read_text()
 
 
 def validation_loss(folder: Path, pairs: list[tuple[str, str]]) -> float:

@@ -419,6 +419,51 @@ def test_a_schedule_free_optimizers_checkpoints_and_final_model_hold_its_average
     assert any(not torch.equal(a, b) for a, b in zip(x, trainer.model.parameters(), strict=True))
 
 
+# An exponential moving average of the weights (--ema_decay), a recipe option -----------------------------------------
+class WeightsAfterEachStep(TrainerCallback):
+    def __init__(self):
+        self.weights: list[dict[str, torch.Tensor]] = []
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.weights.append({name: tensor.clone() for name, tensor in model.state_dict().items()})  # tied names too
+
+
+def test_the_exponential_average_moves_toward_the_weights_each_step_and_resumes_from_its_checkpoint(tmp_path):
+    from safetensors.torch import load_file
+
+    from vanilla_transformer.training.exponential_average import EXPONENTIAL_AVERAGE
+
+    arguments = dict(ema_decay=0.5, learning_rate=0.01, warmup_steps=1, max_steps=4, max_tokens=16, save_steps=2)
+    trainer = trainer_on_pairs(tmp_path, **arguments)
+    steps = WeightsAfterEachStep()
+    trainer.add_callback(steps)
+    trainer.train()
+    expected = dict(steps.weights[0])  # the first step's weights, then half way toward each next step's
+    for step, weights in enumerate(steps.weights[1:], start=2):
+        expected = {name: 0.5 * expected[name] + 0.5 * weights[name] for name in expected}
+        if step % 2 == 0:  # each checkpoint holds the average of its step
+            written = load_file(tmp_path / f"checkpoint-{step}" / EXPONENTIAL_AVERAGE)
+            for name, tensor in written.items():
+                torch.testing.assert_close(tensor, expected[name], msg=name)
+    average = trainer.exponential_average.weights()
+    for name, tensor in expected.items():
+        torch.testing.assert_close(average[name], tensor, msg=name)
+    assert any(not torch.equal(average[name], steps.weights[-1][name]) for name in expected)  # not the last weights
+
+    # Resumed from the step-2 checkpoint: the average goes on from the checkpoint's, not from the resumed weights.
+    resumed = trainer_on_pairs(tmp_path, **arguments)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+    for name, tensor in resumed.exponential_average.weights().items():
+        torch.testing.assert_close(tensor, average[name], msg=name)
+
+
+def test_a_checkpoint_without_an_exponential_average_is_not_resumed_with_one(tmp_path):
+    trainer_on_pairs(tmp_path, learning_rate=0.01, warmup_steps=1, max_steps=2, max_tokens=16, save_steps=2).train()
+    resumed = trainer_on_pairs(tmp_path, ema_decay=0.9, max_steps=4, max_tokens=16, save_steps=2)
+    with pytest.raises(FileNotFoundError, match="checkpoint-2 has no exponential_average.safetensors: it was written"):
+        resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+
+
 # Muon for the layers' matrices (--muon), a recipe option ----------------------------------------------------------
 @pytest.mark.parametrize("shape", [(8, 8), (6, 20), (20, 6)])
 def test_newton_schulz_makes_a_matrix_about_orthogonal_whatever_its_shape(shape):

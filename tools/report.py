@@ -21,7 +21,7 @@ def read_report(run_dir: str | Path) -> dict:
 
 
 def run_table(run_dir: str | Path) -> str:
-    """One row per (model, split): the last checkpoint and the averaged one, every evaluated split."""
+    """One row per (model, split): every evaluated model (the last checkpoint, the averaged one, ...) and split."""
     report = read_report(run_dir)
     summary = report["summary"]
     lines = [

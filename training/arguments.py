@@ -207,6 +207,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
     average_checkpoints: int = field(
         default=0, metadata={"help": "Average the last N checkpoints into the final model (§6.1: 5); 0 or 1: off."}
     )
+    ema_decay: float = field(
+        default=0.0,
+        metadata={
+            "help": "Keep an exponential moving average of the weights (Marian's exponential smoothing, fairseq's "
+            "--ema-decay), moved 1 - this toward them after every step (training.exponential_average); it is "
+            "evaluated after the last and the averaged model, and ships. 0: off."
+        },
+    )
     reuse_freed_memory: bool = field(
         default=True,
         metadata={
@@ -278,6 +286,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--bpe_dropout {self.bpe_dropout}: must be in [0, 1) (0: off).")
         if not 0 <= self.word_dropout < 1:
             raise ValueError(f"--word_dropout {self.word_dropout}: must be in [0, 1) (0: off).")
+        if not 0 <= self.ema_decay < 1:
+            raise ValueError(f"--ema_decay {self.ema_decay}: must be in [0, 1) (0: off).")
         if self.fp16 and not torch.cuda.is_available():
             raise ValueError("--fp16 needs a CUDA GPU (a CPU run would ignore it): leave it out, or use --bf16.")
         if self.fp16 and self.bf16 is None:
@@ -331,6 +341,11 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(
                 f"--optim {self.optim} sets its own rate (a warmup over --warmup_steps, then --learning_rate): add "
                 f"--lr_scheduler_type constant (not {self.schedule_name})."
+            )
+        if self.ema_decay:
+            raise ValueError(
+                f"--ema_decay with --optim {self.optim}: the optimizer keeps an average of its own, and trains at "
+                "other weights than that average; use one of them."
             )
 
     def fused_output_loss_clash(self) -> str | None:

@@ -23,10 +23,19 @@ from vanilla_transformer.folder_checks import check_tokenizer_file
 
 from .checkpoints import WEIGHTS, numbered_checkpoints, why_incomplete
 from .console import one_line_errors
+from .exponential_average import EXPONENTIAL_AVERAGE
 from .folders import replacement_problem, write_folder
 
 # What a Trainer checkpoint holds besides the model: not part of a model folder.
-TRAINER_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", "rng_state*", "scaler.pt")
+TRAINER_FILES = (
+    "optimizer.pt",
+    "scheduler.pt",
+    "trainer_state.json",
+    "training_args.bin",
+    "rng_state*",
+    "scaler.pt",
+    EXPONENTIAL_AVERAGE,
+)
 
 
 class AveragingError(ValueError):

@@ -2,9 +2,9 @@
 option) as the Trainer's `compute_loss_func` (on a CPU fused with the output layer, `--fused_output_loss`; on a GPU
 recorded with the whole step as CUDA graphs, `--cuda_graphs`), a wall-clock limit, and evaluation metrics computed on
 exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and
-model settings (see `arguments.TranslationTrainingArguments`); late dropout (`--late_dropout_steps`) and the
-checkpoints of a schedule-free optimizer (`--optim schedule_free_adamw`) are callbacks, and Muon for the layers'
-matrices (`--muon`) the Trainer's optimizer factory."""
+model settings (see `arguments.TranslationTrainingArguments`); late dropout (`--late_dropout_steps`), an exponential
+average of the weights (`--ema_decay`) and the checkpoints of a schedule-free optimizer (`--optim schedule_free_adamw`)
+are callbacks, and Muon for the layers' matrices (`--muon`) the Trainer's optimizer factory."""
 
 import copy
 import time
@@ -18,6 +18,7 @@ from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .batching import TokenBudgetBatchSampler
 from .cuda_graphs import GraphedSteps
 from .data import TEXT_COLUMNS, column_values
+from .exponential_average import ExponentialAverage
 from .late_dropout import LateDropout
 from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
 from .muon import MuonForMatrices
@@ -98,6 +99,10 @@ class TranslationTrainer(Seq2SeqTrainer):
             self.add_callback(ScheduleFreeAverage())
         if self.args.late_dropout_steps:
             self.add_callback(LateDropout(self.args.late_dropout_steps))
+        # The average of the weights (--ema_decay), after StopAtTimeLimit, which can ask for a checkpoint.
+        self.exponential_average = ExponentialAverage(self.args.ema_decay) if self.args.ema_decay else None
+        if self.exponential_average is not None:
+            self.add_callback(self.exponential_average)
         if self.args.muon and self.optimizer_cls_and_kwargs is None:
             _, adamw_kwargs = self.get_optimizer_cls_and_kwargs(self.args, self.model)
             # The Trainer passes weight decay in its parameter groups, not these kwargs: else AdamW's 0.01 would apply.

@@ -70,6 +70,7 @@ SHAPING_SETTINGS = (
     "word_dropout",
     "late_dropout_steps",
     "muon",
+    "ema_decay",
     "seed",
 )
 
@@ -247,8 +248,9 @@ def resume_checkpoint(args: TranslationTrainingArguments) -> str | None:
 
 
 def evaluate_last_and_averaged(trainer: TranslationTrainer, args, corpus, tokenized, target_lang: str) -> dict:
-    """{"last": scores per split} and, with --average_checkpoints N, the averaged model's scores (§6.1), which
-    then stays loaded in the trainer: the last entry is the model that ships."""
+    """{"last": scores per split}, with --average_checkpoints N the averaged model's scores (§6.1), and with
+    --ema_decay the exponential average's; the last of them then stays loaded in the trainer: the last entry is the
+    model that ships."""
     splits = ["validation", *testing_splits(corpus)]
     trainer.compute_metrics = None  # the final scores are against the raw references (evaluate_translations)
     results = {"last": evaluate_translations(trainer, corpus, tokenized, splits, target_lang)}
@@ -263,6 +265,9 @@ def evaluate_last_and_averaged(trainer: TranslationTrainer, args, corpus, tokeni
         trainer.model.load_state_dict(averaged.state_dict())
         label = f"averaged (last {len(checkpoints)})"
         results[label] = evaluate_translations(trainer, corpus, tokenized, splits, target_lang)
+    if trainer.exponential_average is not None:
+        trainer.model.load_state_dict(trainer.exponential_average.weights())
+        results["exponential average"] = evaluate_translations(trainer, corpus, tokenized, splits, target_lang)
     return results
 
 
@@ -326,6 +331,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "word dropout": args.word_dropout or None,
         "late dropout": f"none for the first {args.late_dropout_steps:,} steps" if args.late_dropout_steps else None,
         "checkpoints averaged": args.average_checkpoints if args.average_checkpoints > 1 else None,
+        "exponential average of the weights": f"decay {args.ema_decay}" if args.ema_decay else None,
         "seed": args.seed,
     }
     return {name: value for name, value in settings.items() if value is not None}
