@@ -21,9 +21,8 @@ from tokenizers import Tokenizer
 
 from vanilla_transformer.folder_checks import check_tokenizer_file
 
-from .checkpoints import WEIGHTS, numbered_checkpoints, why_incomplete
+from .checkpoints import EXPONENTIAL_AVERAGE, WEIGHTS, numbered_checkpoints, why_incomplete
 from .console import one_line_errors
-from .exponential_average import EXPONENTIAL_AVERAGE
 from .folders import replacement_problem, write_folder
 
 # What a Trainer checkpoint holds besides the model: not part of a model folder.

@@ -16,6 +16,7 @@ logger = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
 WEIGHTS = "model.safetensors"
+EXPONENTIAL_AVERAGE = "exponential_average.safetensors"  # with --ema_decay (training.exponential_average)
 
 
 def numbered_checkpoints(run_dir: Path) -> list[Path]:

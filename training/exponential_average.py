@@ -17,7 +17,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-EXPONENTIAL_AVERAGE = "exponential_average.safetensors"
+from .checkpoints import EXPONENTIAL_AVERAGE
 
 
 def checkpoint_folder(args, state) -> Path:
