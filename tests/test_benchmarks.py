@@ -11,6 +11,7 @@ from .helpers import ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import compare_marian  # noqa: E402
+import dropout_speed  # noqa: E402
 import training_speed  # noqa: E402
 
 MICRO = compare_marian.Shape(d_model=32, layers=1, heads=2, ffn_dim=64, vocab_size=100)
@@ -84,7 +85,20 @@ def test_training_speed_times_the_second_half_of_a_runs_steps(tmp_path, monkeypa
     training_speed.main()
     printed = capsys.readouterr().out
     assert re.search(
-        r"processes 1, .*max_tokens 512 a process, r_drop_alpha 0.0, fused output loss True, muon False: "
+        r"processes 1, .*max_tokens 512 a process, r_drop_alpha 0.0, fused output loss True, muon False, "
+        r"random-bits dropout True: "
         r"[\d.]+ steps/s, [\d,]+ padded tokens/s a side \(steps 3-6;",
         printed,
     ), printed
+
+
+def test_dropout_speed_times_both_dropouts_on_the_same_batches(tmp_path, monkeypatch, capsys):
+    config, data = ROOT / "training" / "configs" / "smoke.yaml", ROOT / "examples" / "tiny"
+    command = ["--config", str(config), "--data_dir", str(data), "--output_dir", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", ["dropout_speed.py", *command, "--blocks", "2", "--steps_per_block", "3"])
+    dropout_speed.main()
+    printed = capsys.readouterr().out
+    assert re.search(r"^\d+ dropout modules, \d+ threads, 2 blocks of 3 steps$", printed, re.M), printed
+    for kind in ("torch's bernoulli_", "random bits"):
+        assert re.search(rf"^{kind}: [\d.]+ ms a step \(median; blocks [\d.]+-[\d.]+\)$", printed, re.M), printed
+    assert re.search(r"^random bits against bernoulli_: [\d.]+ times as fast", printed, re.M), printed

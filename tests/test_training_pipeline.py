@@ -305,7 +305,7 @@ def test_bf16_is_left_to_a_measurement_unless_a_flag_says(tmp_path, monkeypatch)
     assert TranslationTrainer(model=tiny_model(), args=parsed()).accelerator.mixed_precision == "no"
 
 
-def test_the_fused_output_loss_is_left_to_the_trainer_unless_a_flag_says(tmp_path):
+def test_the_fused_output_loss_and_random_bits_dropout_are_left_to_the_trainer_unless_a_flag_says(tmp_path):
     def trainer(*flags: str) -> TranslationTrainer:
         args = parse_arguments([*SMOKE, "--output_dir", str(tmp_path / "run"), "--use_cpu", "true", *flags])[-1]
         return TranslationTrainer(model=tiny_model(), args=args)
@@ -314,6 +314,12 @@ def test_the_fused_output_loss_is_left_to_the_trainer_unless_a_flag_says(tmp_pat
     assert trainer("--fused_output_loss").fuse_output_loss
     assert not trainer("--fused_output_loss", "false").fuse_output_loss
     assert not trainer("--r_drop_alpha", "1").fuse_output_loss
+    assert trainer().args.random_bits_dropout is None and trainer().random_bits_dropout  # a CPU: on
+    assert trainer("--random_bits_dropout").random_bits_dropout
+    kept = trainer("--random_bits_dropout", "false")
+    assert not kept.random_bits_dropout
+    dropouts = {type(module) for module in kept.model.modules() if isinstance(module, torch.nn.Dropout)}
+    assert dropouts == {torch.nn.Dropout}
 
 
 def probe_batch(model) -> dict:

@@ -389,6 +389,80 @@ def test_a_run_resumed_past_the_late_dropout_switch_trains_with_the_models_rates
         LateDropout(steps=0)
 
 
+# Dropout's masks from random bits (--random_bits_dropout), a recipe option ------------------------------------------
+@pytest.mark.parametrize("p", [0.1, 0.2, 0.5])
+def test_random_bits_masks_drop_each_element_with_probability_p_independently_and_keep_the_mean(p):
+    from vanilla_transformer.training.dropout import keep_mask
+
+    torch.manual_seed(0)
+    mask = keep_mask(torch.Size([1000, 1001]), p, torch.float32, torch.device("cpu"))  # not a multiple of 4
+    assert mask.shape == (1000, 1001) and mask.dtype == torch.float32
+    kept = mask != 0
+    assert mask.unique().tolist() == [0.0, pytest.approx(1 / (1 - p), rel=2**-16)]  # p rounded to a 65,536th
+    assert kept.float().mean().item() == pytest.approx(1 - p, abs=0.002)  # 5 standard deviations
+    assert mask.mean().item() == pytest.approx(1.0, abs=0.005)  # the expected output is the input
+    # The four integers of one 64-bit word are independent: neighbours are both kept (1 - p)^2 of the time.
+    both = (kept[:, :-1] & kept[:, 1:]).float().mean().item()
+    assert both == pytest.approx((1 - p) ** 2, abs=0.003)
+    torch.manual_seed(0)
+    assert torch.equal(keep_mask(torch.Size([1000, 1001]), p, torch.float32, torch.device("cpu")), mask)
+    assert not torch.equal(keep_mask(torch.Size([1000, 1001]), p, torch.float32, torch.device("cpu")), mask)
+
+
+def test_random_bits_dropout_is_nn_dropout_at_its_rate_in_training_only_and_its_gradient_is_its_mask():
+    from vanilla_transformer.training.dropout import RandomBitsDropout, keep_mask
+
+    dropout = RandomBitsDropout(0.3)
+    inputs = torch.randn(7, 9, requires_grad=True)
+    torch.manual_seed(1)
+    outputs = dropout(inputs)
+    torch.manual_seed(1)
+    mask = keep_mask(inputs.shape, 0.3, inputs.dtype, inputs.device)
+    torch.testing.assert_close(outputs, inputs * mask)
+    outputs.sum().backward()
+    torch.testing.assert_close(inputs.grad, mask)
+    assert torch.equal(dropout.eval()(inputs), inputs)  # evaluation and inference see their inputs whole
+    dropout.train().p = 0.0  # as late dropout sets it
+    assert torch.equal(dropout(inputs), inputs)
+    dropout.p = 1.0
+    assert torch.equal(dropout(inputs), torch.zeros_like(inputs))
+    assert torch.equal(keep_mask(torch.Size([5]), 1 - 1e-9, torch.float32, torch.device("cpu")), torch.zeros(5))
+
+
+def test_the_trainer_draws_dropout_from_random_bits_on_a_cpu_and_leaves_the_model_and_its_weights_as_they_were(
+    tmp_path, monkeypatch
+):
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+    from vanilla_transformer.training.dropout import RandomBitsDropout
+
+    plain = trainer_on_pairs(tmp_path, dropout=0.3, random_bits_dropout=False).model
+    trainer = trainer_on_pairs(tmp_path, dropout=0.3)  # the default on a CPU
+    assert trainer.random_bits_dropout
+    rates = [(name, module.p) for name, module in plain.named_modules() if isinstance(module, torch.nn.Dropout)]
+    swapped = trainer.model.named_modules()
+    assert [(name, module.p) for name, module in swapped if type(module) is RandomBitsDropout] == rates
+    assert not any(type(module) is torch.nn.Dropout for module in trainer.model.modules())
+    assert trainer.model.state_dict().keys() == plain.state_dict().keys()  # dropout holds no weights
+    input_ids, labels = torch.randint(4, plain.config.vocab_size, (2, 3, 7))
+    attention_mask = torch.ones_like(input_ids)
+    trainer.model.load_state_dict(plain.state_dict())
+    for model in (plain, trainer.model):
+        model.eval()
+    torch.testing.assert_close(
+        trainer.model(input_ids, attention_mask=attention_mask, labels=labels).logits,
+        plain(input_ids, attention_mask=attention_mask, labels=labels).logits,
+    )
+    trainer.model.train()
+    training = trainer.model(input_ids, attention_mask=attention_mask, labels=labels).logits
+    assert not torch.equal(training, trainer.model(input_ids, attention_mask=attention_mask, labels=labels).logits)
+    # On a GPU torch's fused dropout stays: asked for there, the option is refused.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    on_gpu = TranslationTrainingArguments(str(tmp_path), report_to=[], use_cpu=True)
+    on_gpu.use_cpu = False
+    refused = "--random_bits_dropout is for training on a CPU; on a GPU leave it out."
+    assert on_gpu.random_bits_dropout_clash() == refused
+
+
 # A schedule-free optimizer (--optim schedule_free_adamw), a Trainer option -------------------------------------------
 class SavedWeights(TrainerCallback):
     """Records, at each checkpoint, whether the weights written are the model's at that moment, and whether the

@@ -2,7 +2,8 @@
 option) as the Trainer's `compute_loss_func` (on a CPU fused with the output layer, `--fused_output_loss`; on a GPU
 recorded with the whole step as CUDA graphs, `--cuda_graphs`), a wall-clock limit, and evaluation metrics computed on
 exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and
-model settings (see `arguments.TranslationTrainingArguments`); late dropout (`--late_dropout_steps`), an exponential
+model settings (see `arguments.TranslationTrainingArguments`; on a CPU dropout's masks come from random bits,
+`--random_bits_dropout`); late dropout (`--late_dropout_steps`), an exponential
 average of the weights (`--ema_decay`) and the checkpoints of a schedule-free optimizer (`--optim schedule_free_adamw`)
 are callbacks, and Muon for the layers' matrices (`--muon`) the Trainer's optimizer factory."""
 
@@ -18,6 +19,7 @@ from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .batching import TokenBudgetBatchSampler
 from .cuda_graphs import GraphedSteps
 from .data import TEXT_COLUMNS, column_values
+from .dropout import use_random_bits_dropout
 from .exponential_average import ExponentialAverage
 from .late_dropout import LateDropout
 from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
@@ -114,6 +116,9 @@ class TranslationTrainer(Seq2SeqTrainer):
             self.compute_loss_func = RDropLoss(epsilon, alpha) if alpha else LabelSmoothedCrossEntropy(epsilon)
             self.label_smoother = None
         self.fuse_output_loss = self.fused_output_loss_applies()
+        self.random_bits_dropout = flag_or_default(self.args.random_bits_dropout, self.args.random_bits_dropout_clash())
+        if self.random_bits_dropout:
+            use_random_bits_dropout(self.model)
         self.graphed_steps = GraphedSteps(self.compute_loss_func) if self.cuda_graphs_apply() else None
 
     def fused_output_loss_applies(self) -> bool:

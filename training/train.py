@@ -413,6 +413,8 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
         "Output layer and loss: %s",
         "fused (--fused_output_loss)" if trainer.fuse_output_loss else "one after the other",
     )
+    masks = "random bits (--random_bits_dropout)" if trainer.random_bits_dropout else "torch's bernoulli_"
+    logger.info("Dropout's masks: %s", masks)
     step = "CUDA graphs, one per batch shape (--cuda_graphs)" if trainer.graphed_steps else "eager"
     logger.info("Training step: %s", step)
     return corpus, tokenized, trainer
