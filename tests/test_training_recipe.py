@@ -455,12 +455,11 @@ def test_the_trainer_draws_dropout_from_random_bits_on_a_cpu_and_leaves_the_mode
     trainer.model.train()
     training = trainer.model(input_ids, attention_mask=attention_mask, labels=labels).logits
     assert not torch.equal(training, trainer.model(input_ids, attention_mask=attention_mask, labels=labels).logits)
-    # On a GPU torch's fused dropout stays: asked for there, the option is refused.
+    # On a GPU torch's fused dropout stays: asked for there, the option is refused with the arguments.
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    on_gpu = TranslationTrainingArguments(str(tmp_path), report_to=[], use_cpu=True)
-    on_gpu.use_cpu = False
-    refused = "--random_bits_dropout is for training on a CPU; on a GPU leave it out."
-    assert on_gpu.random_bits_dropout_clash() == refused
+    with pytest.raises(ValueError, match="--random_bits_dropout is for training on a CPU; on a GPU leave it out."):
+        TranslationTrainingArguments(str(tmp_path), report_to=[], random_bits_dropout=True)
+    assert TranslationTrainingArguments(str(tmp_path), report_to=[], use_cpu=True).random_bits_dropout_clash() is None
 
 
 # A schedule-free optimizer (--optim schedule_free_adamw), a Trainer option -------------------------------------------

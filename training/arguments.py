@@ -333,6 +333,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             )
         if self.fused_output_loss and (clash := self.fused_output_loss_clash()):
             raise ValueError(clash)
+        if self.random_bits_dropout and (clash := self.random_bits_dropout_clash()):
+            raise ValueError(clash)
         if self.cuda_graphs and (clash := self.cuda_graphs_clash()):
             raise ValueError(clash)
         super().__post_init__()
