@@ -10,18 +10,15 @@ The arguments are vt-train's (the vocabulary is trained once into --output_dir a
 
 import argparse
 import itertools
-import logging
 import statistics
 import sys
 import time
 
 import torch
 from torch import nn
-from transformers import set_seed
+from training_speed import trainer_without_evaluation
 
-from vanilla_transformer.training.arguments import parse_arguments
 from vanilla_transformer.training.dropout import RandomBitsDropout, dropout_slots
-from vanilla_transformer.training.train import configure_process, prepare_run
 
 
 def main() -> None:
@@ -29,12 +26,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--steps_per_block", type=int, default=20)
     own, rest = parser.parse_known_args(sys.argv[1:])
-    arguments = parse_arguments([*rest, "--report_to", "none", "--disable_tqdm", "true"])
-    args = arguments[-1]
-    logging.basicConfig(level=logging.WARNING)
-    configure_process(args)
-    set_seed(args.seed)
-    _, _, trainer = prepare_run(arguments, checkpoint=None)
+    _, trainer = trainer_without_evaluation(rest)
     model = trainer.model.train()
     batches = list(itertools.islice(trainer.get_train_dataloader(), own.steps_per_block))
     slots = dropout_slots(model)

@@ -19,7 +19,8 @@ import time
 
 from transformers import TrainerCallback, set_seed
 
-from vanilla_transformer.training.arguments import parse_arguments
+from vanilla_transformer.training.arguments import TranslationTrainingArguments, parse_arguments
+from vanilla_transformer.training.recipe import TranslationTrainer
 from vanilla_transformer.training.train import configure_process, prepare_run
 
 
@@ -33,14 +34,21 @@ class StepClock(TrainerCallback):
         self.times[state.global_step] = time.perf_counter()
 
 
-def main() -> None:
+def trainer_without_evaluation(argv: list[str]) -> tuple[TranslationTrainingArguments, TranslationTrainer]:
+    """vt-train's arguments and Trainer for `argv` (vt-train's command line), with no evaluation, no checkpoint, no
+    report and no progress bar."""
     no_evaluation = ["--eval_strategy", "no", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true"]
-    arguments = parse_arguments([*sys.argv[1:], *no_evaluation])
+    arguments = parse_arguments([*argv, *no_evaluation])
     args = arguments[-1]
     logging.basicConfig(level=logging.WARNING)
     configure_process(args)
     set_seed(args.seed)
     _, _, trainer = prepare_run(arguments, checkpoint=None)
+    return args, trainer
+
+
+def main() -> None:
+    args, trainer = trainer_without_evaluation(sys.argv[1:])
     clock = StepClock()
     trainer.add_callback(clock)
     result = trainer.train()

@@ -3,6 +3,7 @@
 import re
 import sys
 
+import pytest
 import torch
 from transformers import AutoTokenizer
 
@@ -12,6 +13,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import compare_marian  # noqa: E402
 import dropout_speed  # noqa: E402
+import step_profile  # noqa: E402
 import training_speed  # noqa: E402
 
 MICRO = compare_marian.Shape(d_model=32, layers=1, heads=2, ffn_dim=64, vocab_size=100)
@@ -102,3 +104,18 @@ def test_dropout_speed_times_both_dropouts_on_the_same_batches(tmp_path, monkeyp
     for kind in ("torch's bernoulli_", "random bits"):
         assert re.search(rf"^{kind}: [\d.]+ ms a step \(median; blocks [\d.]+-[\d.]+\)$", printed, re.M), printed
     assert re.search(r"^random bits against bernoulli_: [\d.]+ times as fast", printed, re.M), printed
+
+
+def test_step_profile_times_a_steps_parts_then_profiles_the_last_steps(tmp_path, monkeypatch, capsys):
+    config, data = ROOT / "training" / "configs" / "smoke.yaml", ROOT / "examples" / "tiny"
+    command = ["--config", str(config), "--data_dir", str(data), "--output_dir", str(tmp_path), "--max_steps", "12"]
+    monkeypatch.setattr(sys, "argv", ["step_profile.py", *command, "--profile_steps", "3", "--rows", "5"])
+    step_profile.main()
+    printed = capsys.readouterr().out
+    assert re.search(r"^\d+ threads; steps 7-9: [\d.]+ ms a step \(mean\)$", printed, re.M), printed
+    shares = [int(share) for share in re.findall(r"^[a-z_, ]+: [\d.]+ ms \((\d+)%; median [\d.]+\)$", printed, re.M)]
+    assert len(shares) == 4 and 98 <= sum(shares) <= 102, printed  # the four parts make the whole step
+    assert "torch.profiler, steps 10-12:" in printed and "aten::mm" in printed, printed
+    monkeypatch.setattr(sys, "argv", ["step_profile.py", *command, "--profile_steps", "6"])
+    with pytest.raises(SystemExit, match="--profile_steps 6: give from 1 to under half of --max_steps"):
+        step_profile.main()
