@@ -21,7 +21,8 @@ import torch
 from training_speed import trainer_without_evaluation
 from transformers import TrainerCallback
 
-# Each part of a step ends at one of the Trainer's callbacks; the first begins where the step before ended.
+# Each part of a step ends at one of the Trainer's callbacks; the first begins where the step before ended. The
+# second also holds the gradient's norm, which the Trainer computes after the backward pass for its log.
 PARTS = {
     "on_step_begin": "the batch and the loop",
     "on_pre_optimizer_step": "forward, loss and backward",
