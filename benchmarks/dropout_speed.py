@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from training_speed import trainer_without_evaluation
 
-from vanilla_transformer.training.dropout import RandomBitsDropout, dropout_slots
+from vanilla_transformer.training.dropout import RandomBitsDropout, dropout_slots, swap_dropout
 
 
 def main() -> None:
@@ -29,13 +29,12 @@ def main() -> None:
     _, trainer = trainer_without_evaluation(rest)
     model = trainer.model.train()
     batches = list(itertools.islice(trainer.get_train_dataloader(), own.steps_per_block))
-    slots = dropout_slots(model)
+    modules = len(dropout_slots(model))
     kinds = {"torch's bernoulli_": nn.Dropout, "random bits": RandomBitsDropout}
     seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
     for block in range(own.blocks + 1):  # block 0 warms both up and is not counted
         for kind, module_class in kinds.items():
-            for parent, name, module in slots:
-                setattr(parent, name, module_class(module.p))
+            swap_dropout(model, module_class)
             start = time.perf_counter()
             for batch in batches:
                 trainer.training_step(model, batch)
@@ -43,7 +42,7 @@ def main() -> None:
             if block:
                 seconds[kind].append((time.perf_counter() - start) / len(batches))
     threads = torch.get_num_threads()
-    print(f"{len(slots)} dropout modules, {threads} threads, {own.blocks} blocks of {len(batches)} steps")
+    print(f"{modules} dropout modules, {threads} threads, {own.blocks} blocks of {len(batches)} steps")
     for kind, times in seconds.items():
         median, low, high = (1000 * value for value in (statistics.median(times), min(times), max(times)))
         print(f"{kind}: {median:.1f} ms a step (median; blocks {low:.1f}-{high:.1f})")

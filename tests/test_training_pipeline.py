@@ -314,7 +314,8 @@ def test_the_fused_output_loss_and_random_bits_dropout_are_left_to_the_trainer_u
     assert trainer("--fused_output_loss").fuse_output_loss
     assert not trainer("--fused_output_loss", "false").fuse_output_loss
     assert not trainer("--r_drop_alpha", "1").fuse_output_loss
-    assert trainer().args.random_bits_dropout is None and trainer().random_bits_dropout  # a CPU: on
+    default = trainer()
+    assert default.args.random_bits_dropout is None and default.random_bits_dropout  # a CPU: on
     assert trainer("--random_bits_dropout").random_bits_dropout
     kept = trainer("--random_bits_dropout", "false")
     assert not kept.random_bits_dropout

@@ -47,7 +47,7 @@ def dropout_slots(model: nn.Module) -> list[tuple[nn.Module, str, nn.Dropout]]:
     ]
 
 
-def use_random_bits_dropout(model: nn.Module) -> None:
-    """Replaces each dropout module of `model` with a `RandomBitsDropout` of the same rate."""
+def swap_dropout(model: nn.Module, kind: type[nn.Dropout] = RandomBitsDropout) -> None:
+    """Replaces each dropout module of `model` with a `kind` module of the same rate."""
     for parent, name, module in dropout_slots(model):
-        setattr(parent, name, RandomBitsDropout(module.p))
+        setattr(parent, name, kind(module.p))

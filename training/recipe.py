@@ -19,7 +19,7 @@ from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .batching import TokenBudgetBatchSampler
 from .cuda_graphs import GraphedSteps
 from .data import TEXT_COLUMNS, column_values
-from .dropout import use_random_bits_dropout
+from .dropout import swap_dropout
 from .exponential_average import ExponentialAverage
 from .late_dropout import LateDropout
 from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
@@ -118,7 +118,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.fuse_output_loss = self.fused_output_loss_applies()
         self.random_bits_dropout = flag_or_default(self.args.random_bits_dropout, self.args.random_bits_dropout_clash())
         if self.random_bits_dropout:
-            use_random_bits_dropout(self.model)
+            swap_dropout(self.model)
         self.graphed_steps = GraphedSteps(self.compute_loss_func) if self.cuda_graphs_apply() else None
 
     def fused_output_loss_applies(self) -> bool:
