@@ -194,3 +194,26 @@ def test_a_line_empty_once_normalised_translates_to_nothing_in_both_engines_and_
     )
     assert outputs[0] == outputs[1] == outputs[2]
     assert [line == "" for line in outputs[0]] == [True, False, True, True, True, True]
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_the_export_never_writes_the_tokens_that_generate_suppresses(smoke_run, tmp_path, capsys, num_beams):
+    """A model trained with --target_vocabulary_softmax saves the tokens outside its training targets as the generation
+    config's suppress_tokens, the rest renormalised: CTranslate2 gets them too, and gives generate()'s text."""
+    shutil.copytree(smoke_run[0], tmp_path / "model")
+    written = {
+        token for sentence in SOURCES for token in generated_ids(tmp_path / "model", sentence, 1, max_new_tokens=12)
+    }
+    generation = json.loads((tmp_path / "model" / "generation_config.json").read_text())
+    # Half the tokens that it wrote, and the rest renormalised, as training writes them.
+    generation.update(suppress_tokens=sorted(written)[::2], renormalize_logits=True)
+    (tmp_path / "model" / "generation_config.json").write_text(json.dumps(generation), encoding="utf-8")
+    export_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    outputs = {}
+    for engine in (["--model", str(tmp_path / "model")], ["--engine", "ctranslate2", "--model", str(tmp_path / "ct2")]):
+        translate_main([*engine, "--num_beams", str(num_beams), *SOURCES])
+        outputs[engine[1]] = capsys.readouterr().out.splitlines()
+    assert outputs["ctranslate2"] == outputs[str(tmp_path / "model")]
+    for sentence in SOURCES:
+        ids = generated_ids(tmp_path / "model", sentence, num_beams, max_new_tokens=12)
+        assert not set(ids) & set(generation["suppress_tokens"]), sentence

@@ -6,7 +6,10 @@ a forced prefix with another next-token list. The screenshot is kept in $VT_TEST
 
 import gzip
 import itertools
+import json
+import math
 import os
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -16,6 +19,7 @@ import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_transformer.tools.site import main as site_main
+from vanilla_transformer.tools.site import model_settings
 
 from .helpers import ROOT, free_port, shared_data, wait_for
 
@@ -99,6 +103,31 @@ def test_the_page_translates_as_generate_does_in_a_real_browser(smoke_run, site_
         assert browser.execute_async_script(script, sources, beams) == generated(smoke_run[0], sources, beams), beams
     resources = browser.execute_script("return performance.getEntriesByType('resource').map((r) => r.name)")
     assert resources and all(name.startswith(site_url) for name in resources), resources  # nothing from beyond
+
+
+def test_the_page_scores_the_tokens_that_the_generation_config_suppresses_as_generate_does(smoke_run, tmp_path):
+    """A model trained with --target_vocabulary_softmax suppresses the tokens outside its training targets and
+    renormalises the rest: the page reads both from explorer.json and scores as transformers does, -inf after the
+    log-softmax, then a log-softmax over the rest where renormalize_logits is set."""
+    shutil.copytree(smoke_run[0], tmp_path / "model")
+    generation = json.loads((tmp_path / "model" / "generation_config.json").read_text())
+    logits = [3.0, 1.0, 2.0, 0.0]
+    everything, kept = math.log(sum(map(math.exp, logits))), math.log(math.exp(1) + math.exp(0))
+    for renormalize, expected in ((False, everything), (True, kept)):
+        generation.update(suppress_tokens=[0, 2], renormalize_logits=renormalize)
+        (tmp_path / "model" / "generation_config.json").write_text(json.dumps(generation), encoding="utf-8")
+        settings = model_settings(tmp_path / "model")
+        assert settings["suppress_tokens"] == [0, 2] and settings["renormalize_logits"] == renormalize
+        script = f"""
+            import {{ Translator }} from {json.dumps((ROOT / "tools/explorer/decoding.js").as_uri())};
+            const page = new Translator(null, null, null, null, {json.dumps(settings)});
+            const logits = {{ dims: [1, 1, 4], data: Float32Array.from({logits}) }};
+            console.log(JSON.stringify(Array.from(page.logProbabilities(logits, 0, 0))));  // -Infinity: null
+        """
+        node = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
+        scores = json.loads(node.stdout)
+        assert scores[0] is None and scores[2] is None
+        assert scores[1] == pytest.approx(1 - expected) and scores[3] == pytest.approx(-expected)
 
 
 def click_and_wait(browser, button: str, counter: str) -> None:

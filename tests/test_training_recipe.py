@@ -693,6 +693,84 @@ def test_fused_output_loss_is_on_where_it_can_run_trains_with_the_plain_loss_and
         TranslationTrainingArguments(str(tmp_path), fused_output_loss=True, use_cpu=True)
 
 
+# The softmax over the training targets' tokens (--target_vocabulary_softmax), a recipe option ---------------------
+def test_a_target_vocabulary_selects_the_target_tokens_and_places_the_labels_among_them():
+    from vanilla_transformer.training.loss import TargetVocabulary
+
+    vocabulary = TargetVocabulary.of_targets([[5, 2, -100], [7, 2]], vocab_size=9)
+    assert vocabulary.ids.tolist() == [2, 5, 7] and vocabulary.suppressed() == [0, 1, 3, 4, 6, 8]
+    logits = torch.arange(18.0).reshape(2, 9)
+    labels = torch.tensor([[7, -100], [3, 5]])
+    selected, places = vocabulary.select(logits, labels, dim=-1)
+    assert selected.tolist() == [[2.0, 5.0, 7.0], [11.0, 14.0, 16.0]]
+    assert places.tolist() == [[2, -100], [-100, 1]]  # token 3 is no target token: no loss, as an unlabelled one
+    rows, _ = vocabulary.select(logits.t(), labels, dim=0)  # the output layer's weight: its rows
+    assert rows.t().tolist() == selected.tolist()
+
+
+def test_the_target_vocabulary_softmax_is_the_loss_over_the_target_tokens_and_generate_never_writes_the_others(
+    tmp_path,
+):
+    from vanilla_transformer.training.loss import RDropLoss
+
+    from .helpers import PAIRS
+
+    arguments = dict(dropout=0.0, label_smoothing_factor=0.1, max_tokens=64, target_vocabulary_softmax=True)
+    fused = trainer_on_pairs(tmp_path, **arguments)
+    plain = trainer_on_pairs(tmp_path, fused_output_loss=False, **arguments)  # the same initial weights
+    assert fused.fuse_output_loss and not plain.fuse_output_loss
+    model, vocab_size = fused.model, fused.model.config.vocab_size
+    targets = sorted({token for row in fused.train_dataset["labels"] for token in row})
+    assert model.config.eos_token_id in targets and 0 < len(targets) < vocab_size  # English words are not
+    assert model.generation_config.suppress_tokens == sorted(set(range(vocab_size)) - set(targets))
+    assert model.generation_config.renormalize_logits  # beam search's scores: the softmax over the targets' tokens
+
+    # The loss: label-smoothed cross-entropy over the target tokens' logits, the same fused or plain.
+    batch = next(iter(fused.get_train_dataloader()))
+    model.train()
+    labels = batch["labels"].reshape(-1)
+    places = torch.tensor([targets.index(token) if token != -100 else -100 for token in labels.tolist()])
+    every_logit = model(**batch).logits.reshape(len(labels), -1)
+    logits = every_logit[:, targets]
+    expected = torch.nn.functional.cross_entropy(logits, places, label_smoothing=0.1)
+    gradients = []
+    for trainer in (fused, plain):
+        loss = trainer.compute_loss(trainer.model, dict(batch))
+        torch.testing.assert_close(loss, expected)
+        trainer.model.zero_grad()
+        loss.backward()
+        gradients.append(trainer.model.get_output_embeddings().weight.grad)
+    torch.testing.assert_close(*gradients)
+    suppressed = model.generation_config.suppress_tokens
+    r_drop = RDropLoss(0.1, 5.0, fused.target_vocabulary)  # R-Drop's divergence is over the same tokens
+    doubled, doubled_labels = torch.stack([every_logit, every_logit]), torch.stack([labels, labels])  # no divergence
+    torch.testing.assert_close(r_drop.summed(doubled, doubled_labels), 2 * expected * (places != -100).sum())
+
+    # generate() follows the saved generation config: no token outside the training targets.
+    model.eval()
+    sources = fused.processing_class([source for source, _ in PAIRS], return_tensors="pt", padding=True)
+    written = model.generate(**sources, max_new_tokens=8, num_beams=2)
+    unrestricted = model.generate(**sources, max_new_tokens=8, num_beams=2, suppress_tokens=None)
+    never = set(suppressed) - {model.config.pad_token_id}  # pad: what a finished translation is filled with
+    assert set(unrestricted[:, 1:].flatten().tolist()) & never  # it would, after the start token
+    assert not set(written[:, 1:].flatten().tolist()) & never
+
+
+def test_the_target_vocabulary_softmax_refuses_what_it_cannot_restrict(tmp_path):
+    from vanilla_transformer.training.arguments import TranslationTrainingArguments
+    from vanilla_transformer.training.loss import LabelSmoothedCrossEntropy
+    from vanilla_transformer.training.recipe import TranslationTrainer
+
+    with pytest.raises(ValueError, match="--target_vocabulary_softmax with --bpe_dropout"):
+        TranslationTrainingArguments(str(tmp_path), report_to=[], target_vocabulary_softmax=True, bpe_dropout=0.1)
+    trainer = trainer_on_pairs(tmp_path, target_vocabulary_softmax=True)
+    model, args, pairs = trainer.model, trainer.args, trainer.train_dataset
+    with pytest.raises(ValueError, match="not another compute_loss_func"):
+        TranslationTrainer(model=model, args=args, train_dataset=pairs, compute_loss_func=LabelSmoothedCrossEntropy(0))
+    with pytest.raises(ValueError, match="there is no train_dataset"):
+        TranslationTrainer(model=model, args=args)
+
+
 # CUDA graphs of the training step (--cuda_graphs), a recipe option -----------------------------------------------
 def pair_batches(tokenizer, model, *groups):
     """The collator's training batch of each group of the helpers' PAIRS."""

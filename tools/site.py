@@ -98,7 +98,8 @@ def model_settings(folder: Path) -> dict:
     ends = settings["eos_token_id"]
     settings["eos_token_ids"] = ends if isinstance(ends, list) else [ends]
     settings["eos_token_id"] = settings["eos_token_ids"][0]
-    for key in ("num_beams", "length_penalty", "early_stopping", "max_length_beyond_source", "max_new_tokens"):
+    generation_keys = ("num_beams", "length_penalty", "early_stopping", "max_length_beyond_source", "max_new_tokens")
+    for key in (*generation_keys, "suppress_tokens", "renormalize_logits"):
         if key in generation:
             settings[key] = generation[key]
     settings["text_preprocessing"] = tokenizer.get("text_preprocessing", "none")

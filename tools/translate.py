@@ -126,6 +126,9 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
     # counts such an empty one among its finished hypotheses; CTranslate2 by default does not (min_decoding_length
     # 1), which changed 3 of Multi30K's 2,000 test translations (test 2016 and 2017, beam 4) until set alike here.
     min_length = first_set(getattr(generation, "min_new_tokens", None), 0)
+    # Tokens the model never writes (a model trained with --target_vocabulary_softmax: those of the source language).
+    suppressed = getattr(generation, "suppress_tokens", None) or []
+    suppress = [[token] for token in tokenizer.convert_ids_to_tokens(suppressed)] or None
     prepare = text_preparation(tokenizer)  # as the generate() engine's pipeline does
 
     def translate(lines: list[str]) -> list[str]:
@@ -153,6 +156,7 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
             length_penalty=length_penalty,
             min_decoding_length=min_length,
             max_decoding_length=limit,
+            suppress_sequences=suppress,
         )
         hypotheses = [tokenizer.convert_tokens_to_ids(result.hypotheses[0]) for result in results]
         cut = sum(len(hypothesis) >= positions - 1 for hypothesis in hypotheses)

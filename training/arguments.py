@@ -172,6 +172,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "embeddings, LayerNorms and biases (training.muon)."
         },
     )
+    target_vocabulary_softmax: bool = field(
+        default=False,
+        metadata={
+            "help": "The loss's softmax over the tokens that occur in the training targets only, not the whole joint "
+            "vocabulary (training.loss.TargetVocabulary): smaller products in the output layer at every step. The "
+            "saved generation config suppresses the other tokens (suppress_tokens), so generate() never writes one.",
+        },
+    )
     fused_output_loss: bool | None = field(
         default=None,
         metadata={
@@ -330,6 +338,11 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(
                 f"--muon steps the layers' matrices with Muon and the rest with torch's AdamW: leave --optim "
                 f"{self.optim} out."
+            )
+        if self.target_vocabulary_softmax and self.bpe_dropout:
+            raise ValueError(
+                "--target_vocabulary_softmax with --bpe_dropout: BPE-dropout writes the targets in pieces that their "
+                "segmentation without it does not hold; use one of them."
             )
         if self.fused_output_loss and (clash := self.fused_output_loss_clash()):
             raise ValueError(clash)

@@ -12,7 +12,14 @@ plain path reads and writes many times stay in the cache. The ecosystem's fused 
 R-Drop (Liang et al., "R-Drop: Regularized Dropout for Neural Networks", NeurIPS 2021, Eq. 3), an option of the
 recipe and not of the paper: each training pair goes through the model twice, under two dropout masks, and the loss
 adds alpha times the symmetric KL divergence between the two predicted distributions to both copies' cross-entropy.
+
+With `--target_vocabulary_softmax` the softmax runs over the tokens that occur in the training targets only (a joint
+vocabulary holds many that only the source language uses): the output layer's products shrink by their share, and
+the model's generation config suppresses them (and renormalises the rest), so that it never writes a token it was not
+trained to write, and scores the others as the loss did.
 """
+
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -29,13 +36,45 @@ def per_label(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int
     return total / count
 
 
-class LabelSmoothedCrossEntropy:
-    """§5.4: cross-entropy against (1 - eps) on the label and eps spread uniformly over the vocabulary, per labelled
-    position (positions labelled -100 are ignored). Called by the Trainer as
-    `compute_loss_func(outputs, labels, num_items_in_batch)`."""
+class TargetVocabulary:
+    """The token ids that occur in the training targets (`--target_vocabulary_softmax`), and each one's place among
+    them: the loss's softmax runs over these columns of the logits (rows of the output layer) alone."""
 
-    def __init__(self, epsilon: float):
+    def __init__(self, token_ids: Iterable[int], vocab_size: int):
+        self.ids = torch.tensor(sorted(set(token_ids)))  # (V',)
+        self.vocab_size = vocab_size
+        # A label's place among the ids, -100 (no loss) for a token outside them; the extra last entry is for -100.
+        self.places = torch.full((vocab_size + 1,), -100)
+        self.places[self.ids] = torch.arange(len(self.ids))
+        self.on_device: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    @classmethod
+    def of_targets(cls, targets: Iterable[list[int]], vocab_size: int) -> "TargetVocabulary":
+        """The tokens of the training targets' label ids (-100, a label without loss, is none)."""
+        return cls((token for row in targets for token in row if token != -100), vocab_size)
+
+    def suppressed(self) -> list[int]:
+        """The other tokens of the vocabulary, for the generation config's `suppress_tokens`."""
+        kept = set(self.ids.tolist())
+        return [token for token in range(self.vocab_size) if token not in kept]
+
+    def select(self, tensor: torch.Tensor, labels: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """`tensor`'s entries of the target tokens along `dim` (logits: the last; the output layer's weight: 0), and
+        the labels as places among them."""
+        if labels.device not in self.on_device:  # once per device: a CUDA graph records no copy from the host
+            self.on_device[labels.device] = (self.ids.to(labels.device), self.places.to(labels.device))
+        ids, places = self.on_device[labels.device]
+        return tensor.index_select(dim, ids), places[labels.masked_fill(labels == -100, self.vocab_size)]
+
+
+class LabelSmoothedCrossEntropy:
+    """§5.4: cross-entropy against (1 - eps) on the label and eps spread uniformly over the vocabulary (the training
+    targets' tokens with a `TargetVocabulary`), per labelled position (positions labelled -100 are ignored). Called by
+    the Trainer as `compute_loss_func(outputs, labels, num_items_in_batch)`."""
+
+    def __init__(self, epsilon: float, target_vocabulary: TargetVocabulary | None = None):
         self.epsilon = epsilon
+        self.target_vocabulary = target_vocabulary
 
     def __call__(
         self,
@@ -47,6 +86,12 @@ class LabelSmoothedCrossEntropy:
 
     def summed(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The loss summed over the labelled positions."""
+        if self.target_vocabulary is not None:
+            logits, labels = self.target_vocabulary.select(logits, labels, dim=-1)
+        return self.summed_over_logits(logits, labels)
+
+    def summed_over_logits(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The loss summed over the labelled positions, with a softmax over every logit given."""
         return nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]).float(),  # (B*T, V): decoder position t predicts labels[t]
             labels.reshape(-1),
@@ -121,12 +166,12 @@ class RDropLoss(LabelSmoothedCrossEntropy):
     A training batch holds each pair twice, the second copy after the first (`PairsTwice`); an evaluation batch, run
     without gradients, holds each pair once and gets the label-smoothed cross-entropy alone."""
 
-    def __init__(self, epsilon: float, alpha: float):
-        super().__init__(epsilon)
+    def __init__(self, epsilon: float, alpha: float, target_vocabulary: TargetVocabulary | None = None):
+        super().__init__(epsilon, target_vocabulary)
         self.alpha = alpha
 
-    def summed(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        total = super().summed(logits, labels)
+    def summed_over_logits(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        total = super().summed_over_logits(logits, labels)
         if not logits.requires_grad:
             return total
         if len(labels) % 2:

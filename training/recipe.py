@@ -22,7 +22,14 @@ from .data import TEXT_COLUMNS, column_values
 from .dropout import swap_dropout
 from .exponential_average import ExponentialAverage
 from .late_dropout import LateDropout
-from .loss import LabelSmoothedCrossEntropy, PairsTwice, RDropLoss, fused_output_cross_entropy_sum, per_label
+from .loss import (
+    LabelSmoothedCrossEntropy,
+    PairsTwice,
+    RDropLoss,
+    TargetVocabulary,
+    fused_output_cross_entropy_sum,
+    per_label,
+)
 from .muon import MuonForMatrices
 from .schedule_free import ScheduleFreeAverage, is_schedule_free
 from .subword_regularization import BpeDropoutPairs
@@ -109,17 +116,36 @@ class TranslationTrainer(Seq2SeqTrainer):
             _, adamw_kwargs = self.get_optimizer_cls_and_kwargs(self.args, self.model)
             # The Trainer passes weight decay in its parameter groups, not these kwargs: else AdamW's 0.01 would apply.
             self.optimizer_cls_and_kwargs = (MuonForMatrices, {**adamw_kwargs, "weight_decay": self.args.weight_decay})
+        self.target_vocabulary = self.training_target_vocabulary() if self.args.target_vocabulary_softmax else None
         if self.compute_loss_func is None:
             # §5.4: cross_entropy smooths fused, where the Trainer's LabelSmoother would materialise -log_softmax over
             # every logit of the batch.
             epsilon, alpha = self.args.label_smoothing_factor, self.args.r_drop_alpha
-            self.compute_loss_func = RDropLoss(epsilon, alpha) if alpha else LabelSmoothedCrossEntropy(epsilon)
+            vocabulary = self.target_vocabulary
+            self.compute_loss_func = (
+                RDropLoss(epsilon, alpha, vocabulary) if alpha else LabelSmoothedCrossEntropy(epsilon, vocabulary)
+            )
             self.label_smoother = None
+        elif self.target_vocabulary is not None:
+            raise ValueError("--target_vocabulary_softmax restricts this recipe's loss, not another compute_loss_func.")
         self.fuse_output_loss = self.fused_output_loss_applies()
         self.random_bits_dropout = flag_or_default(self.args.random_bits_dropout, self.args.random_bits_dropout_clash())
         if self.random_bits_dropout:
             swap_dropout(self.model)
         self.graphed_steps = GraphedSteps(self.compute_loss_func) if self.cuda_graphs_apply() else None
+
+    def training_target_vocabulary(self) -> TargetVocabulary:
+        """The tokens of the training targets (`--target_vocabulary_softmax`), whose softmax the loss computes; the
+        model's generation config suppresses every other token, so that generate() never writes one."""
+        if self.train_dataset is None:
+            raise ValueError("--target_vocabulary_softmax reads the training targets: there is no train_dataset.")
+        vocab_size = self.model.get_output_embeddings().weight.shape[0]
+        vocabulary = TargetVocabulary.of_targets(column_values(self.train_dataset, "labels"), vocab_size)
+        self.model.generation_config.suppress_tokens = vocabulary.suppressed()
+        # Beam search suppresses them after its log-softmax over every token: renormalised, its scores are the
+        # softmax over the target tokens that the loss trained (else the others' share, large, skews every score).
+        self.model.generation_config.renormalize_logits = True
+        return vocabulary
 
     def fused_output_loss_applies(self) -> bool:
         """--fused_output_loss as given, or by default wherever nothing clashes with it: the arguments' clashes, and
@@ -159,8 +185,10 @@ class TranslationTrainer(Seq2SeqTrainer):
         # The decoder's last hidden states (B, T, d_model) without the output layer, which the fused loss computes.
         hidden = model.model(**inputs).last_hidden_state
         weight = model.get_output_embeddings().weight  # (V, d_model), tied to the embeddings (§3.4)
-        epsilon = self.args.label_smoothing_factor
-        total = fused_output_cross_entropy_sum(hidden, weight, labels, epsilon)
+        places = labels
+        if self.target_vocabulary is not None:  # (V', d_model) rows and the labels' places among them
+            weight, places = self.target_vocabulary.select(weight, labels, dim=0)
+        total = fused_output_cross_entropy_sum(hidden, weight, places, self.args.label_smoothing_factor)
         return per_label(total, labels, num_items_in_batch)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:

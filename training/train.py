@@ -66,6 +66,7 @@ SHAPING_SETTINGS = (
     "weight_decay",
     "max_grad_norm",
     "bpe_dropout",
+    "target_vocabulary_softmax",
     "r_drop_alpha",
     "word_dropout",
     "late_dropout_steps",
@@ -326,6 +327,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "learning rate": f"{args.learning_rate:.3g} at its peak, after {int(args.warmup_steps):,} warmup steps",
         "schedule": schedule_description(args),
         "label smoothing": args.label_smoothing_factor,
+        "softmax": "over the tokens of the training targets" if args.target_vocabulary_softmax else None,
         "BPE-dropout": args.bpe_dropout or None,
         "R-Drop alpha": args.r_drop_alpha or None,
         "word dropout": args.word_dropout or None,
@@ -415,6 +417,9 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
     )
     masks = "random bits (--random_bits_dropout)" if trainer.random_bits_dropout else "torch's bernoulli_"
     logger.info("Dropout's masks: %s", masks)
+    if trainer.target_vocabulary is not None:
+        kept, vocab_size = len(trainer.target_vocabulary.ids), trainer.target_vocabulary.vocab_size
+        logger.info("Softmax: over the %s of %s tokens in the training targets", f"{kept:,}", f"{vocab_size:,}")
     step = "CUDA graphs, one per batch shape (--cuda_graphs)" if trainer.graphed_steps else "eager"
     logger.info("Training step: %s", step)
     return corpus, tokenized, trainer

@@ -95,13 +95,12 @@ export class Translator {
   logProbabilities(logits, row, position) {
     const [, length, vocab] = logits.dims;
     const start = (row * length + position) * vocab;
-    const values = logits.data.subarray(start, start + vocab);
-    let max = -Infinity;
-    for (const v of values) max = Math.max(max, v);
-    let sum = 0;
-    for (const v of values) sum += Math.exp(v - max);
-    const logSum = max + Math.log(sum);
-    return Float32Array.from(values, (v) => v - logSum);
+    const logp = logSoftmax(logits.data.subarray(start, start + vocab));
+    // Tokens the model never writes (generation_config.json's suppress_tokens), as transformers suppresses them:
+    // after the log-softmax, then (renormalize_logits) a log-softmax over the rest.
+    const { suppress_tokens: suppressed = [], renormalize_logits: renormalize = false } = this.settings;
+    for (const id of suppressed) logp[id] = -Infinity;
+    return renormalize && suppressed.length ? logSoftmax(logp) : logp;
   }
 
   maxNewTokens(sourceLength) {
@@ -219,6 +218,16 @@ export class Translator {
     const predictions = rows[0].map((_, t) => topK(this.logProbabilities(out.logits, 0, t), top).map(([id, lp]) => ({ id, p: Math.exp(lp) })));
     return { encoded, out, predictions };
   }
+}
+
+// The log-softmax of float32 values, as torch's.
+function logSoftmax(values) {
+  let max = -Infinity;
+  for (const v of values) max = Math.max(max, v);
+  let sum = 0;
+  for (const v of values) sum += Math.exp(v - max);
+  const logSum = max + Math.log(sum);
+  return Float32Array.from(values, (v) => v - logSum);
 }
 
 export function argmax(values) {
