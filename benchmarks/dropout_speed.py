@@ -8,46 +8,28 @@ The arguments are vt-train's (the vocabulary is trained once into --output_dir a
 --steps_per_block set the measurement. Prints figures, not verdicts; run nothing else heavy beside it.
 """
 
-import argparse
-import itertools
-import statistics
+import functools
 import sys
-import time
 
 import torch
+from alternated_steps import alternated_step_seconds, print_step_seconds, trainer_and_blocks
 from torch import nn
-from training_speed import trainer_without_evaluation
 
 from vanilla_transformer.training.dropout import RandomBitsDropout, dropout_slots, swap_dropout
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--blocks", type=int, default=10)
-    parser.add_argument("--steps_per_block", type=int, default=20)
-    own, rest = parser.parse_known_args(sys.argv[1:])
-    _, trainer = trainer_without_evaluation(rest)
-    model = trainer.model.train()
-    batches = list(itertools.islice(trainer.get_train_dataloader(), own.steps_per_block))
-    modules = len(dropout_slots(model))
+    trainer, own = trainer_and_blocks(sys.argv[1:])
+    model = trainer.model
     kinds = {"torch's bernoulli_": nn.Dropout, "random bits": RandomBitsDropout}
-    seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
-    for block in range(own.blocks + 1):  # block 0 warms both up and is not counted
-        for kind, module_class in kinds.items():
-            swap_dropout(model, module_class)
-            start = time.perf_counter()
-            for batch in batches:
-                trainer.training_step(model, batch)
-                model.zero_grad(set_to_none=True)
-            if block:
-                seconds[kind].append((time.perf_counter() - start) / len(batches))
+    settings = {kind: functools.partial(swap_dropout, model, module_class) for kind, module_class in kinds.items()}
+    seconds = alternated_step_seconds(trainer, settings, own.blocks, own.steps_per_block)
     threads = torch.get_num_threads()
-    print(f"{modules} dropout modules, {threads} threads, {own.blocks} blocks of {len(batches)} steps")
-    for kind, times in seconds.items():
-        median, low, high = (1000 * value for value in (statistics.median(times), min(times), max(times)))
-        print(f"{kind}: {median:.1f} ms a step (median; blocks {low:.1f}-{high:.1f})")
-    ratios = [old / new for old, new in zip(*seconds.values(), strict=True)]
-    print(f"random bits against bernoulli_: {statistics.median(ratios):.3f} times as fast (the blocks' median)")
+    print(
+        f"{len(dropout_slots(model))} dropout modules, {threads} threads, {own.blocks} blocks of "
+        f"{own.steps_per_block} steps"
+    )
+    print_step_seconds(seconds, "random bits against bernoulli_")
 
 
 if __name__ == "__main__":

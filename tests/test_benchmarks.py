@@ -13,6 +13,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import compare_marian  # noqa: E402
 import dropout_speed  # noqa: E402
+import softmax_speed  # noqa: E402
 import step_profile  # noqa: E402
 import training_speed  # noqa: E402
 
@@ -88,22 +89,32 @@ def test_training_speed_times_the_second_half_of_a_runs_steps(tmp_path, monkeypa
     printed = capsys.readouterr().out
     assert re.search(
         r"processes 1, .*max_tokens 512 a process, r_drop_alpha 0.0, fused output loss True, muon False, "
-        r"random-bits dropout True: "
+        r"random-bits dropout True, target-vocabulary softmax False: "
         r"[\d.]+ steps/s, [\d,]+ padded tokens/s a side \(steps 3-6;",
         printed,
     ), printed
 
 
-def test_dropout_speed_times_both_dropouts_on_the_same_batches(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("script", "heading", "kinds"),
+    [
+        (dropout_speed, r"\d+ dropout modules", ("torch's bernoulli_", "random bits")),
+        (softmax_speed, r"\d+ of 120 tokens in the training targets", ("every token", "the targets' tokens")),
+    ],
+)
+def test_an_alternated_benchmark_times_both_settings_on_the_same_batches(
+    script, heading, kinds, tmp_path, monkeypatch, capsys
+):
     config, data = ROOT / "training" / "configs" / "smoke.yaml", ROOT / "examples" / "tiny"
     command = ["--config", str(config), "--data_dir", str(data), "--output_dir", str(tmp_path)]
-    monkeypatch.setattr(sys, "argv", ["dropout_speed.py", *command, "--blocks", "2", "--steps_per_block", "3"])
-    dropout_speed.main()
+    monkeypatch.setattr(sys, "argv", ["speed.py", *command, "--blocks", "2", "--steps_per_block", "3"])
+    script.main()
     printed = capsys.readouterr().out
-    assert re.search(r"^\d+ dropout modules, \d+ threads, 2 blocks of 3 steps$", printed, re.M), printed
-    for kind in ("torch's bernoulli_", "random bits"):
+    assert re.search(rf"^{heading}, \d+ threads, 2 blocks of 3 steps$", printed, re.M), printed
+    for kind in kinds:
         assert re.search(rf"^{kind}: [\d.]+ ms a step \(median; blocks [\d.]+-[\d.]+\)$", printed, re.M), printed
-    assert re.search(r"^random bits against bernoulli_: [\d.]+ times as fast", printed, re.M), printed
+    ratio = re.search(r"^(.+) against (.+): [\d.]+ times as fast \(the blocks' median\)$", printed, re.M)
+    assert ratio and kinds[1].startswith(ratio[1]) and kinds[0].endswith(ratio[2]), printed
 
 
 def test_step_profile_times_a_steps_parts_then_profiles_the_last_steps(tmp_path, monkeypatch, capsys):
