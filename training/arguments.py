@@ -177,7 +177,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         metadata={
             "help": "The loss's softmax over the tokens that occur in the training targets only, not the whole joint "
             "vocabulary (training.loss.TargetVocabulary): smaller products in the output layer at every step. The "
-            "saved generation config suppresses the other tokens (suppress_tokens), so generate() never writes one.",
+            "saved generation config suppresses the other tokens and renormalises the rest (suppress_tokens, "
+            "renormalize_logits), so generate() never writes one and scores the rest as the loss did. Off.",
         },
     )
     fused_output_loss: bool | None = field(
