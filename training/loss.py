@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 import torch
 from torch import nn
+from transformers import GenerationConfig
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 
@@ -57,6 +58,13 @@ class TargetVocabulary:
         """The other tokens of the vocabulary, for the generation config's `suppress_tokens`."""
         kept = set(self.ids.tolist())
         return [token for token in range(self.vocab_size) if token not in kept]
+
+    def narrow(self, generation_config: GenerationConfig) -> None:
+        """Decoding as the loss trained: the other tokens suppressed, so that generate() never writes one, and the
+        rest renormalised, since beam search suppresses after its log-softmax over every token (the others' share,
+        which no loss made small, would skew every score)."""
+        generation_config.suppress_tokens = self.suppressed()
+        generation_config.renormalize_logits = True
 
     def select(self, tensor: torch.Tensor, labels: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
         """`tensor`'s entries of the target tokens along `dim` (logits: the last; the output layer's weight: 0), and

@@ -116,7 +116,11 @@ class TranslationTrainer(Seq2SeqTrainer):
             _, adamw_kwargs = self.get_optimizer_cls_and_kwargs(self.args, self.model)
             # The Trainer passes weight decay in its parameter groups, not these kwargs: else AdamW's 0.01 would apply.
             self.optimizer_cls_and_kwargs = (MuonForMatrices, {**adamw_kwargs, "weight_decay": self.args.weight_decay})
+        if self.args.target_vocabulary_softmax and self.compute_loss_func is not None:
+            raise ValueError("--target_vocabulary_softmax restricts this recipe's loss, not another compute_loss_func.")
         self.target_vocabulary = self.training_target_vocabulary() if self.args.target_vocabulary_softmax else None
+        if self.target_vocabulary is not None:
+            self.target_vocabulary.narrow(self.model.generation_config)
         if self.compute_loss_func is None:
             # §5.4: cross_entropy smooths fused, where the Trainer's LabelSmoother would materialise -log_softmax over
             # every logit of the batch.
@@ -126,8 +130,6 @@ class TranslationTrainer(Seq2SeqTrainer):
                 RDropLoss(epsilon, alpha, vocabulary) if alpha else LabelSmoothedCrossEntropy(epsilon, vocabulary)
             )
             self.label_smoother = None
-        elif self.target_vocabulary is not None:
-            raise ValueError("--target_vocabulary_softmax restricts this recipe's loss, not another compute_loss_func.")
         self.fuse_output_loss = self.fused_output_loss_applies()
         self.random_bits_dropout = flag_or_default(self.args.random_bits_dropout, self.args.random_bits_dropout_clash())
         if self.random_bits_dropout:
@@ -135,17 +137,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.graphed_steps = GraphedSteps(self.compute_loss_func) if self.cuda_graphs_apply() else None
 
     def training_target_vocabulary(self) -> TargetVocabulary:
-        """The tokens of the training targets (`--target_vocabulary_softmax`), whose softmax the loss computes; the
-        model's generation config suppresses every other token, so that generate() never writes one."""
+        """The tokens of the training targets (`--target_vocabulary_softmax`), whose softmax the loss computes."""
         if self.train_dataset is None:
             raise ValueError("--target_vocabulary_softmax reads the training targets: there is no train_dataset.")
         vocab_size = self.model.get_output_embeddings().weight.shape[0]
-        vocabulary = TargetVocabulary.of_targets(column_values(self.train_dataset, "labels"), vocab_size)
-        self.model.generation_config.suppress_tokens = vocabulary.suppressed()
-        # Beam search suppresses them after its log-softmax over every token: renormalised, its scores are the
-        # softmax over the target tokens that the loss trained (else the others' share, large, skews every score).
-        self.model.generation_config.renormalize_logits = True
-        return vocabulary
+        return TargetVocabulary.of_targets(column_values(self.train_dataset, "labels"), vocab_size)
 
     def fused_output_loss_applies(self) -> bool:
         """--fused_output_loss as given, or by default wherever nothing clashes with it: the arguments' clashes, and
