@@ -393,8 +393,9 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        # The paper does not state its initialisation; this is tensor2tensor's and fairseq's: Xavier-uniform
-        # projections, and N(0, d_model^-0.5) embeddings, which sqrt(d_model) scales to unit variance (§3.4).
+        # The paper does not state its initialisation; this is tensor2tensor's: Xavier-uniform projections, and
+        # N(0, d_model^-0.5) embeddings, which sqrt(d_model) scales to unit variance (§3.4). fairseq's too, but for
+        # the gain 1/sqrt(2) it gives W^Q, W^K, W^V (tried: docs/experiments.md, issue 41's fortieth part).
         if isinstance(module, nn.Linear):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
