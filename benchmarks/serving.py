@@ -20,7 +20,7 @@ operation, CTranslate2 with two threads sharing each batch (vt-translate's setti
 cores of an AMD EPYC, torch 2.13.0, ctranslate2 4.8.5), and one process for all rows had put CTranslate2 float32 at
 1.3x our generate() instead of ~5x. The two "same lengths" rows share their processes and take turns. A row's figure
 is the median of 2 passes over the sentences in each of `--rounds` processes, with freed memory kept as vt-translate
-keeps it (training.allocator).
+keeps it (training.allocator) and, on an AMD CPU, MKL's Intel kernels (training.mkl_kernels).
 """
 
 import argparse
@@ -46,7 +46,12 @@ from compare_marian import Shape, build_models  # noqa: E402
 from vanilla_transformer.pipeline_vanilla_transformer import shortest_first, source_token_count  # noqa: E402
 from vanilla_transformer.tools.export import export_ctranslate2  # noqa: E402
 from vanilla_transformer.tools.translate import ENGINES, SORT_BATCHES, Translator, chunks, parse_arguments  # noqa: E402
-from vanilla_transformer.training import read_lines, reuse_freed_memory, translation_scores  # noqa: E402
+from vanilla_transformer.training import (  # noqa: E402
+    read_lines,
+    reuse_freed_memory,
+    translation_scores,
+    use_mkl_intel_kernels,
+)
 
 
 def file_batches(lines: list[str], batch_size: int, length: Callable[[str], int]) -> list[list[int]]:
@@ -117,7 +122,8 @@ def measured_rows(
 ) -> dict[str, tuple[list[str], list[float]]]:
     """For each row named in `folders` (and the folder it reads): its translations and the seconds of each of
     `passes` passes over the sources, the rows taking turns (which goes first alternates). Run as vt-translate runs:
-    with freed memory kept (tools.translate.main)."""
+    with MKL's Intel kernels on an AMD CPU and freed memory kept (tools.translate.main)."""
+    use_mkl_intel_kernels()  # before the first matrix product, where MKL makes its choice
     torch.set_num_threads(threads)
     reuse_freed_memory()
     translators = {

@@ -6,7 +6,7 @@ checkpoint.
     python benchmarks/training_speed.py --config training/configs/multi30k_en_de.yaml \\
         --data_dir ../shared/data/multi30k --output_dir /tmp/speed --max_steps 400 --bf16 false
     ... --bf16 true | --torch_compile true | --max_tokens 4096 | --r_drop_alpha 5 | --fused_output_loss false | --muon
-    ... --random_bits_dropout false | --target_vocabulary_softmax
+    ... --random_bits_dropout false | --target_vocabulary_softmax | --mkl_intel_kernels false
     torchrun --nproc_per_node 2 benchmarks/training_speed.py ... --max_tokens 1024   # two processes, one thread each
 
 The arguments are vt-train's; the vocabulary is trained once into --output_dir and reused. Prints figures, not
@@ -60,7 +60,7 @@ def main() -> None:
         f"processes {args.world_size}, bf16 {args.bf16}, torch_compile {args.torch_compile}, "
         f"max_tokens {args.max_tokens} a process, "
         f"r_drop_alpha {args.r_drop_alpha}, fused output loss {trainer.fuse_output_loss}, muon {args.muon}, "
-        f"random-bits dropout {trainer.random_bits_dropout}, "
+        f"random-bits dropout {trainer.random_bits_dropout}, MKL's Intel kernels {args.mkl_intel_kernels}, "
         f"target-vocabulary softmax {args.target_vocabulary_softmax}: "
         f"{steps_per_s:.2f} steps/s, {steps_per_s * args.max_tokens * args.world_size:,.0f} padded tokens/s a side "
         f"(steps {half}-{last}; training loss {result.training_loss:.3f})"

@@ -1,4 +1,4 @@
-"""The Marian comparison benchmark runs, times the same work for both models, and reports every figure."""
+"""The benchmarks run, time the same work for both settings, and report every figure."""
 
 import re
 import sys
@@ -7,12 +7,15 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from vanilla_transformer.training.mkl_kernels import amd_cpu_with_avx2, vendor_check
+
 from .helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import compare_marian  # noqa: E402
 import dropout_speed  # noqa: E402
+import mkl_kernels  # noqa: E402
 import softmax_speed  # noqa: E402
 import step_profile  # noqa: E402
 import training_speed  # noqa: E402
@@ -130,3 +133,15 @@ def test_step_profile_times_a_steps_parts_then_profiles_the_last_steps(tmp_path,
     monkeypatch.setattr(sys, "argv", ["step_profile.py", *command, "--profile_steps", "6"])
     with pytest.raises(SystemExit, match="--profile_steps 6: give from 1 to under half of --max_steps"):
         step_profile.main()
+
+
+def test_the_mkl_benchmark_times_every_product_under_both_kernels(capsys):
+    mkl_kernels.main(["--rounds", "1", "--repeats", "1", "--threads", "1"])
+    printed = capsys.readouterr().out
+    applied = re.search(r"the remedy applied on this CPU: (True|False)", printed).group(1)
+    assert applied == str(amd_cpu_with_avx2() and vendor_check() is not None)
+    rows = re.findall(r"^\| (\d+x\d+x\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", printed, re.M)
+    assert [row[0] for row in rows] == ["x".join(map(str, shape)) for shape in mkl_kernels.SHAPES]
+    for _, own, intel, ratio, openblas in rows:
+        assert float(own) > 0 and float(intel) > 0 and float(openblas) > 0
+        assert float(ratio) == pytest.approx(float(own) / float(intel), abs=0.01 + 0.01 * float(ratio))

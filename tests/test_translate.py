@@ -154,3 +154,16 @@ def test_vt_translate_keeps_the_memory_decoding_frees(smoke_run):
     switched_off = f"import {training}\n{training}.reuse_freed_memory = lambda: False"
     translated_without = f"{switched_off}\n{translated}"
     assert page_faults_of_freed_blocks(translated_without) > FAULTS_OF_BLOCKS_MAPPED_ANEW
+
+
+def test_vt_translate_asks_for_mkls_intel_kernels_unless_told_not_to(smoke_run, monkeypatch, capsys):
+    import vanilla_transformer.tools.translate as translate_tool
+
+    calls = []
+    monkeypatch.setattr(translate_tool, "use_mkl_intel_kernels", lambda: calls.append("asked") or False)
+    main(["--model", str(smoke_run[0]), "--mkl_intel_kernels", "false", "a dog runs"])
+    assert calls == []
+    main(["--model", str(smoke_run[0]), "a dog runs"])
+    assert calls == ["asked"]
+    first, second = capsys.readouterr().out.splitlines()
+    assert first == second and first  # the same translation either way

@@ -36,7 +36,14 @@ from vanilla_transformer import TranslationPipeline  # importing registers the m
 from vanilla_transformer.folder_checks import check_config_file, check_tokenizer_file, is_hub_id
 from vanilla_transformer.input_checks import check_tokenizer
 from vanilla_transformer.pipeline_vanilla_transformer import reads_nothing, text_preparation
-from vanilla_transformer.training import CorpusError, decode_lines, one_line_errors, read_lines, reuse_freed_memory
+from vanilla_transformer.training import (
+    CorpusError,
+    decode_lines,
+    one_line_errors,
+    read_lines,
+    reuse_freed_memory,
+    use_mkl_intel_kernels,
+)
 
 
 class ModelFolderError(ValueError):
@@ -311,6 +318,13 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         type=positive_int,
         help="CPU threads (default: torch's; ctranslate2: one a batch, as many batches at once as there are cores).",
     )
+    parser.add_argument(
+        "--mkl_intel_kernels",
+        choices=("true", "false"),
+        default="true",
+        help="On an AMD CPU with AVX2, have MKL (torch's float32 matrix products) run the kernels it keeps for Intel's "
+        "CPUs, as vt-train does (training.mkl_kernels); false: MKL's own choice. Other CPUs are left as they are.",
+    )
     args = parser.parse_args(argv)
     if args.input and args.output and os.path.exists(args.output) and os.path.samefile(args.input, args.output):
         parser.error(f"--output {args.output} is the --input file: writing would erase the sentences before reading.")
@@ -323,6 +337,8 @@ def main(argv: list[str] | None = None) -> None:
     # Every decoding step allocates and frees tensors of the vocabulary's size: kept for the next step instead of
     # mapped and zeroed anew by the kernel (training.allocator).
     reuse_freed_memory()
+    if args.mkl_intel_kernels == "true":
+        use_mkl_intel_kernels()  # before the first matrix product, where MKL makes its choice
     translate = ENGINES[args.engine](args)
     # Someone typing sentences wants each one translated before typing the next: no reading ahead then.
     size = 1 if reads_a_terminal(args) else args.batch_size * args.sort_batches

@@ -250,6 +250,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "optimizer's moments of FFN units that no longer fire decay into them. false: IEEE's subnormals."
         },
     )
+    mkl_intel_kernels: bool = field(
+        default=True,
+        metadata={
+            "help": "On an AMD CPU with AVX2, have MKL (torch's float32 matrix products on x86) run the kernels it "
+            "keeps for Intel's CPUs, by making its vendor check answer Intel (training.mkl_kernels): faster products, "
+            "the same arithmetic. Other CPUs are left as they are. false: MKL's own choice."
+        },
+    )
     ddp_find_unused_parameters: bool | None = field(
         default=False,
         metadata={

@@ -38,6 +38,7 @@ from .data import CorpusError, column_values, load_parallel_corpus, testing_spli
 from .folders import first_names, move_files_into, write_folder
 from .hub import make_tokenizer_config_portable, publish
 from .metrics import check_scoring, decode, make_compute_metrics, translation_scores
+from .mkl_kernels import use_mkl_intel_kernels
 from .model_card import render_model_card
 from .precision import bf16_trains_faster
 from .recipe import TranslationTrainer
@@ -426,7 +427,10 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
 
 
 def configure_process(args: TranslationTrainingArguments) -> None:
-    """The process-wide settings a run trains under: freed memory kept by malloc, subnormal floats read as zero."""
+    """The process-wide settings a run trains under: MKL's Intel kernels on an AMD CPU (before the first matrix
+    product, where MKL makes its choice), freed memory kept by malloc, subnormal floats read as zero."""
+    if args.mkl_intel_kernels and use_mkl_intel_kernels():
+        logger.info("Matrix products: MKL's Intel kernels on this AMD CPU (--mkl_intel_kernels)")
     if args.reuse_freed_memory and reuse_freed_memory():
         logger.info("Memory freed by a training step is kept for the next (glibc malloc: no mmap, no trimming)")
     torch.set_flush_denormal(args.flush_denormal)  # x86 CPUs only; elsewhere it changes nothing
