@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.training.mkl_kernels import use_mkl_intel_kernels
 
 from .helpers import SMOKE, tiny_model
+
+# As vt-train and vt-translate do at their start: before this process's first matrix product, where MKL makes its
+# choice, so that every test here runs one set of MKL kernels, whichever test trains in this process first.
+use_mkl_intel_kernels()
 
 
 @pytest.fixture

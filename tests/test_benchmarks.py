@@ -92,7 +92,7 @@ def test_training_speed_times_the_second_half_of_a_runs_steps(tmp_path, monkeypa
     printed = capsys.readouterr().out
     assert re.search(
         r"processes 1, .*max_tokens 512 a process, r_drop_alpha 0.0, fused output loss True, muon False, "
-        r"random-bits dropout True, target-vocabulary softmax False: "
+        r"random-bits dropout True, MKL's Intel kernels True, target-vocabulary softmax False: "
         r"[\d.]+ steps/s, [\d,]+ padded tokens/s a side \(steps 3-6;",
         printed,
     ), printed

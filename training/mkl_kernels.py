@@ -2,14 +2,14 @@
 
 torch's x86 builds do their float32 matrix products with Intel's MKL, which picks its kernels by asking one function,
 `mkl_serv_intel_cpu_true()`, whether the CPU is Intel's (its vendor string "GenuineIntel"). On an AMD CPU the answer
-is 0, and MKL runs generic kernels that are up to twice as slow on this model's products, though the CPU has the same
-AVX2 instructions (AVX-512 on Zen 4) as the Intel CPUs whose kernels it keeps back. Replacing that one function so
-that it answers 1 is the known remedy (D. de Kok, "Intel MKL on AMD Zen", 2020; the Sigma2 HPC documentation), done
-there by preloading a compiled library before the program starts. torch links MKL into `libtorch_cpu.so`, where the
-function is exported, so this module writes `return 1` over its first instructions in the running process instead:
-no compiler, no preloading, no file changed. MKL then still chooses among its Intel kernels by the CPU's instruction
-sets. MKL remembers its choice at the first matrix product, so this must run before it (vt-train does so first).
-docs/training.md and docs/experiments.md (issue 41, forty-first part) have the measured speed.
+is 0, and MKL runs generic kernels, slower on this model's products, though the CPU has the same AVX2 instructions
+(AVX-512 on Zen 4) as the Intel CPUs whose kernels it keeps back. Replacing that one function so that it answers 1
+is the known remedy (D. de Kok, "Intel MKL on AMD Zen", 2020; the Sigma2 HPC documentation), done there by preloading
+a compiled library before the program starts. torch links MKL into `libtorch_cpu.so`, where the function is exported,
+so this module writes `return 1` over its first instructions in the running process instead: no compiler, no
+preloading, no file changed. MKL then still chooses among its Intel kernels by the CPU's instruction sets. MKL
+remembers its choice at the first matrix product, so this must run before it (vt-train and vt-translate do so
+first). docs/training.md and docs/experiments.md (issue 41, forty-first part) have the measured speed.
 
 Only where it is known to apply: Linux on x86-64, an AMD CPU with AVX2, a torch built with MKL that exports the
 function. Anywhere else, or where the system refuses to make the code page writable, nothing changes.
