@@ -25,7 +25,6 @@ import torch
 
 VENDOR_CHECK = "mkl_serv_intel_cpu_true"
 RETURN_ONE = b"\xb8\x01\x00\x00\x00\xc3"  # x86-64: mov eax, 1; ret
-PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 
 
 def cpu_vendor_and_flags(cpuinfo: str) -> tuple[str, set[str]]:
@@ -67,10 +66,10 @@ def overwrite_code(address: int, code: bytes) -> bool:
     libc.mprotect.argtypes, libc.mprotect.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
     start = address - address % mmap.PAGESIZE
     length = address + len(code) - start  # the code may cross into the next page
-    if libc.mprotect(start, length, PROT_READ | PROT_WRITE | PROT_EXEC) != 0:
+    if libc.mprotect(start, length, mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC) != 0:
         return False
     ctypes.memmove(address, code, len(code))
-    libc.mprotect(start, length, PROT_READ | PROT_EXEC)
+    libc.mprotect(start, length, mmap.PROT_READ | mmap.PROT_EXEC)
     return True
 
 
