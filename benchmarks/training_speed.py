@@ -6,7 +6,7 @@ checkpoint.
     python benchmarks/training_speed.py --config training/configs/multi30k_en_de.yaml \\
         --data_dir ../shared/data/multi30k --output_dir /tmp/speed --max_steps 400 --bf16 false
     ... --bf16 true | --torch_compile true | --max_tokens 4096 | --r_drop_alpha 5 | --fused_output_loss false | --muon
-    ... --random_bits_dropout false | --target_vocabulary_softmax | --mkl_intel_kernels false
+    ... --random_bits_dropout false | --target_vocabulary_softmax | --mkl_intel_kernels false | --layer_drop 0.1
     torchrun --nproc_per_node 2 benchmarks/training_speed.py ... --max_tokens 1024   # two processes, one thread each
 
 The arguments are vt-train's; the vocabulary is trained once into --output_dir and reused. Prints figures, not

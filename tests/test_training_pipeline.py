@@ -105,7 +105,7 @@ def test_the_card_is_about_its_own_model_alone_and_valid_for_the_hub(smoke_run):
     assert "4+4 layers" not in text and "2+2 layers, d_model 64" in text  # the smoke model's own shape
 
 
-def test_the_cards_settings_name_the_schedule_and_weight_decay_word_and_late_dropout_only_where_used():
+def test_the_cards_settings_name_the_schedule_and_weight_decay_word_late_and_layer_dropout_only_where_used():
     from vanilla_transformer.training.train import card_settings
 
     config = {"vocab_size": 120, "dropout": 0.1}
@@ -121,6 +121,8 @@ def test_the_cards_settings_name_the_schedule_and_weight_decay_word_and_late_dro
     assert "late dropout" not in card_settings(parse_arguments(SMOKE), config)
     late = card_settings(parse_arguments([*SMOKE, "--late_dropout_steps", "2000"]), config)["late dropout"]
     assert late == "none for the first 2,000 steps"
+    assert "LayerDrop" not in card_settings(parse_arguments(SMOKE), config)
+    assert card_settings(parse_arguments([*SMOKE, "--layer_drop", "0.1"]), config)["LayerDrop"] == 0.1
     schedule_free = [*SMOKE, "--optim", "schedule_free_adamw", "--lr_scheduler_type", "constant"]
     optimizer = card_settings(parse_arguments(schedule_free), config)["optimizer"]
     assert optimizer == "schedule_free_adamw(0.9, 0.98, 1e-09), schedule-free (Defazio et al., 2024)"
@@ -175,6 +177,7 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
         (["--curriculum_steps", "-5"], "--curriculum_steps -5: must be at least 0"),
         (["--word_dropout", "1.0"], "--word_dropout 1.0: must be in [0, 1) (0: off)"),
         (["--late_dropout_steps", "-1"], "--late_dropout_steps -1: must be at least 0"),
+        (["--layer_drop", "1.0"], "--layer_drop 1.0: must be in [0, 1) (0: off)"),
         (["--torch_compile_backend", "cudagraphs"], "--torch_compile_backend cudagraphs replays the CUDA graph"),
         (["--cuda_graphs", "--use_cpu", "true"], "--cuda_graphs needs a CUDA GPU: leave it out."),
         (["--optim", "schedule_free_adamw"], "--optim schedule_free_adamw sets its own rate (a warmup over"),

@@ -389,6 +389,49 @@ def test_a_run_resumed_past_the_late_dropout_switch_trains_with_the_models_rates
         LateDropout(steps=0)
 
 
+# LayerDrop (--layer_drop), a recipe option -------------------------------------------------------------------------
+def test_layer_drop_skips_whole_layers_in_training_only_and_leaves_the_model_as_it_was():
+    from vanilla_transformer.training.layer_drop import LayerDrop
+
+    from .helpers import random_batch, tiny_model
+
+    model, plain = tiny_model(dropout=0.0), tiny_model(dropout=0.0)
+    layers = [*model.get_encoder().layers, *model.get_decoder().layers]
+    runs = {layer: 0 for layer in layers}
+    for layer in layers:  # the FFN runs once per forward of its layer: counts the layers that were not skipped
+        layer.ffn.register_forward_hook(
+            lambda module, args, output, layer=layer: runs.__setitem__(layer, runs[layer] + 1)
+        )
+    drop = LayerDrop(0.5)
+    drop.on_train_begin(None, None, None, model=model)
+    input_ids, attention_mask, labels = random_batch()
+    torch.manual_seed(0)
+    model.train()
+    for _ in range(40):
+        model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    assert all(8 <= count <= 32 for count in runs.values()), runs  # each about half of the 40 batches
+    assert len(set(runs.values())) > 1  # each layer draws its own skips
+    # A copy (the exponential average's) skips its own layers, not the original's.
+    copied = copy.deepcopy(model)
+    assert all(a.forward.__self__ is a for a in [*copied.get_encoder().layers, *copied.get_decoder().layers])
+    model.eval()
+    with torch.no_grad():  # every layer evaluates
+        logits = [m(input_ids=input_ids, attention_mask=attention_mask, labels=labels).logits for m in (model, plain)]
+    assert torch.equal(*logits)
+    drop.on_train_end(None, None, None)
+    assert all("forward" not in vars(layer) for layer in layers)
+    with pytest.raises(ValueError, match="--layer_drop 1.0: must be in"):
+        LayerDrop(1.0)
+
+
+def test_the_trainer_trains_with_layer_drop_and_the_exponential_average(tmp_path):
+    trainer = trainer_on_pairs(tmp_path, layer_drop=0.5, ema_decay=0.9, max_steps=4, max_tokens=16, save_strategy="no")
+    assert trainer.args.ddp_find_unused_parameters  # a skipped layer's parameters have no gradient in its step
+    trainer.train()
+    layers = [*trainer.model.get_encoder().layers, *trainer.model.get_decoder().layers]
+    assert all("forward" not in vars(layer) for layer in layers)
+
+
 # Dropout's masks from random bits (--random_bits_dropout), a recipe option ------------------------------------------
 @pytest.mark.parametrize("p", [0.1, 0.2, 0.5])
 def test_random_bits_masks_drop_each_element_with_probability_p_independently_and_keep_the_mean(p):

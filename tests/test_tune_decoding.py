@@ -23,3 +23,13 @@ def test_more_checkpoints_than_the_run_kept_is_an_error(smoke_run):
     folder, _ = smoke_run
     with pytest.raises(SystemExit, match="holds 3 complete checkpoints, not 10"):
         main([str(folder), "--average", "10"])
+
+
+def test_average_0_scores_the_model_the_run_shipped(smoke_run, capsys):
+    folder, report = smoke_run
+    main([str(folder), "--average", "0", "--batch_size", "32"])
+    table = capsys.readouterr().out.split("\n\n")[-1].strip().splitlines()
+    row = [cell.strip() for cell in table[2].strip("|").split("|")]
+    shipped = report["summary"]["shipped_model"]
+    assert row[0] == "shipped"
+    assert row[3].split()[0] == f"{report['results'][shipped]['validation']['bleu']:.2f}"

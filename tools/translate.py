@@ -280,6 +280,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value}: must be 0 or more")
+    return value
+
+
 def finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):

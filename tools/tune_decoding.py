@@ -4,8 +4,9 @@ validation set (never on a test set): one row per choice, the best marked.
 vt-tune-decoding runs/multi30k_en_de --average 1 5 10 --num_beams 4 --length_penalty 0.6 1.0
 
 The run folder must still hold its checkpoints (`--save_total_limit` at least the largest --average). Averaging 1
-is the newest checkpoint alone. Each row decodes the whole validation set once (about 40 s for Multi30K's 1,014
-sentences with beam 4 on 2 CPU cores).
+is the newest checkpoint alone; 0 is the model the run shipped in its folder (with `--ema_decay`, the exponential
+average, which no number of checkpoints gives). Each row decodes the whole validation set once (about 40 s for
+Multi30K's 1,014 sentences with beam 4 on 2 CPU cores).
 """
 
 import argparse
@@ -29,7 +30,7 @@ from vanilla_transformer.training import (
 )
 
 from .report import read_report
-from .translate import finite_float, load_model_folder, positive_int, resolve_device
+from .translate import finite_float, load_model_folder, non_negative_int, positive_int, resolve_device
 
 
 def run_data_arguments(run_dir: Path) -> tuple[DataArguments, int]:
@@ -58,7 +59,10 @@ def run_translator(folder: Path | str, data_args: DataArguments) -> TranslationP
 
 
 def averaged_model_folder(run_dir: Path, count: int, scratch: Path) -> Path:
-    """A model folder with the mean weights of the run's `count` newest checkpoints (the newest one alone for 1)."""
+    """A model folder with the mean weights of the run's `count` newest checkpoints (the newest one alone for 1, the
+    run's shipped model for 0)."""
+    if count == 0:
+        return run_dir
     checkpoints = last_checkpoints(run_dir, count)
     if len(checkpoints) < count:
         raise AveragingError(f"{run_dir} holds {len(checkpoints)} complete checkpoints, not {count}.")
@@ -81,6 +85,11 @@ def validation_scores(
     return translation_scores(hypotheses, references, target_lang)
 
 
+def model_label(count: int) -> str:
+    """How a row names its model: the number of checkpoints averaged, or the run's shipped model for 0."""
+    return str(count) if count else "shipped"
+
+
 def markdown_table(rows: list[tuple[int, int, float, dict]]) -> str:
     best = max(rows, key=lambda row: row[3]["bleu"])
     lines = [
@@ -90,9 +99,8 @@ def markdown_table(rows: list[tuple[int, int, float, dict]]) -> str:
     for row in rows:
         count, beams, penalty, scores = row
         tokenized = f"{scores['tokenized_bleu']:.2f}" if "tokenized_bleu" in scores else "–"
-        lines.append(
-            f"| {count} | {beams} | {penalty} | {scores['bleu']:.2f}{' (best)' if row is best else ''} | {tokenized} |"
-        )
+        bleu = f"{scores['bleu']:.2f}{' (best)' if row is best else ''}"
+        lines.append(f"| {model_label(count)} | {beams} | {penalty} | {bleu} | {tokenized} |")
     return "\n".join(lines)
 
 
@@ -104,7 +112,13 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_dir", type=Path, help="The output folder of a finished training.train run.")
-    parser.add_argument("--average", type=positive_int, nargs="+", default=[1, 5], help="Checkpoints to average.")
+    parser.add_argument(
+        "--average",
+        type=non_negative_int,
+        nargs="+",
+        default=[1, 5],
+        help="Checkpoints to average; 0: the model the run shipped (e.g. its exponential average).",
+    )
     parser.add_argument("--num_beams", type=positive_int, nargs="+", default=[4])
     parser.add_argument("--length_penalty", type=finite_float, nargs="+", default=[0.6])
     parser.add_argument("--batch_size", type=positive_int, default=64)
@@ -120,7 +134,8 @@ def main(argv: list[str] | None = None) -> None:
                 for penalty in args.length_penalty:
                     scores = validation_scores(translator, pairs, beams, penalty, args.batch_size)
                     rows.append((count, beams, penalty, scores))
-                    print(f"average {count}, beam {beams}, length penalty {penalty}: BLEU {scores['bleu']:.2f}")
+                    choice = f"average {model_label(count)}, beam {beams}, length penalty {penalty}"
+                    print(f"{choice}: BLEU {scores['bleu']:.2f}")
     print("\n" + markdown_table(rows))
 
 

@@ -164,6 +164,13 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "with its rates (--dropout); for a model that overfits small data. 0: off."
         },
     )
+    layer_drop: float = field(
+        default=0.0,
+        metadata={
+            "help": "LayerDrop (Fan et al., ICLR 2020): each encoder and decoder layer is skipped for a whole training "
+            "batch with this probability, its input passed on (training.layer_drop). 0: off."
+        },
+    )
     muon: bool = field(
         default=False,
         metadata={
@@ -313,6 +320,10 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             raise ValueError(f"--bpe_dropout {self.bpe_dropout}: must be in [0, 1) (0: off).")
         if not 0 <= self.word_dropout < 1:
             raise ValueError(f"--word_dropout {self.word_dropout}: must be in [0, 1) (0: off).")
+        if not 0 <= self.layer_drop < 1:
+            raise ValueError(f"--layer_drop {self.layer_drop}: must be in [0, 1) (0: off).")
+        if self.layer_drop:
+            self.ddp_find_unused_parameters = True  # a skipped layer's parameters get no gradient in that step
         if not 0 <= self.ema_decay < 1:
             raise ValueError(f"--ema_decay {self.ema_decay}: must be in [0, 1) (0: off).")
         if self.fp16 and not torch.cuda.is_available():
@@ -409,6 +420,8 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             return "--cuda_graphs with --torch_compile: use one of them."
         if self.late_dropout_steps:
             return "--cuda_graphs with --late_dropout_steps: a graph keeps the dropout it was recorded with."
+        if self.layer_drop:
+            return "--cuda_graphs with --layer_drop: a graph keeps the layers it was recorded with."
         if self.gradient_accumulation_steps > 1:
             return (
                 "--cuda_graphs with --gradient_accumulation_steps: a shape's second batch in one step would overwrite "

@@ -3,7 +3,7 @@ option) as the Trainer's `compute_loss_func` (on a CPU fused with the output lay
 recorded with the whole step as CUDA graphs, `--cuda_graphs`), a wall-clock limit, and evaluation metrics computed on
 exactly the evaluation set. Adam(0.9, 0.98, 1e-9), the warmup / inverse-sqrt rate and dropout are plain Trainer and
 model settings (see `arguments.TranslationTrainingArguments`; on a CPU dropout's masks come from random bits,
-`--random_bits_dropout`); late dropout (`--late_dropout_steps`), an exponential
+`--random_bits_dropout`); late dropout (`--late_dropout_steps`), LayerDrop (`--layer_drop`), an exponential
 average of the weights (`--ema_decay`) and the checkpoints of a schedule-free optimizer (`--optim schedule_free_adamw`)
 are callbacks, and Muon for the layers' matrices (`--muon`) the Trainer's optimizer factory."""
 
@@ -22,6 +22,7 @@ from .data import TEXT_COLUMNS, column_values
 from .dropout import swap_dropout
 from .exponential_average import ExponentialAverage
 from .late_dropout import LateDropout
+from .layer_drop import LayerDrop
 from .loss import (
     LabelSmoothedCrossEntropy,
     PairsTwice,
@@ -112,6 +113,8 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.exponential_average = ExponentialAverage(self.args.ema_decay) if self.args.ema_decay else None
         if self.exponential_average is not None:
             self.add_callback(self.exponential_average)
+        if self.args.layer_drop:
+            self.add_callback(LayerDrop(self.args.layer_drop))
         if self.args.muon and self.optimizer_cls_and_kwargs is None:
             _, adamw_kwargs = self.get_optimizer_cls_and_kwargs(self.args, self.model)
             # The Trainer passes weight decay in its parameter groups, not these kwargs: else AdamW's 0.01 would apply.
