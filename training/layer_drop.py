@@ -2,9 +2,9 @@
 each encoder and decoder layer is skipped for a whole batch with probability p, its input passed on as its output; a
 regulariser on whole layers, and a step that skips a layer skips its compute too. In evaluation every layer runs.
 
-Under pre-LN a skipped layer is exactly its residual stream with the sub-layers' outputs taken out; under the paper's
-post-LN it also skips the layer's normalisations. The skip wraps each layer's `forward` for the run (the model file
-stays the paper; the saved weights and config are untouched) and is undone when training ends.
+Under pre-LN a skipped layer adds nothing to the residual stream; under the paper's post-LN it also skips the layer's
+normalisations. The skip wraps each layer's `forward` for the run (the model file stays the paper; the saved weights
+and config are untouched) and is undone when training ends.
 """
 
 from types import MethodType
