@@ -425,7 +425,10 @@ def test_layer_drop_skips_whole_layers_in_training_only_and_leaves_the_model_as_
 
 
 def test_the_trainer_trains_with_layer_drop_and_the_exponential_average(tmp_path):
+    from vanilla_transformer.training.layer_drop import LayerDrop
+
     trainer = trainer_on_pairs(tmp_path, layer_drop=0.5, ema_decay=0.9, max_steps=4, max_tokens=16, save_strategy="no")
+    assert any(isinstance(callback, LayerDrop) for callback in trainer.callback_handler.callbacks)
     assert trainer.args.ddp_find_unused_parameters  # a skipped layer's parameters have no gradient in its step
     trainer.train()
     layers = [*trainer.model.get_encoder().layers, *trainer.model.get_decoder().layers]

@@ -273,18 +273,19 @@ def reads_a_terminal(args: argparse.Namespace) -> bool:
     return not args.texts and not args.input and sys.stdin.isatty()
 
 
-def positive_int(text: str) -> int:
+def int_at_least(text: str, least: int) -> int:
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{value}: must be at least {least}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return int_at_least(text, 1)
 
 
 def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value}: must be 0 or more")
-    return value
+    return int_at_least(text, 0)
 
 
 def finite_float(text: str) -> float:
