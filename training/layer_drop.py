@@ -7,6 +7,7 @@ normalisations. The skip wraps each layer's `forward` for the run (the model fil
 and config are untouched) and is undone when training ends.
 """
 
+from collections.abc import Callable
 from types import MethodType
 
 import torch
@@ -14,7 +15,7 @@ from torch import nn
 from transformers import TrainerCallback
 
 
-def skippable_forward(rate: float):
+def skippable_forward(rate: float) -> Callable[..., torch.Tensor]:
     """A layer's forward that, in training, skips the layer with probability `rate` (the class's forward else); bound
     to the layer as a method, so that a copy of the model (the exponential average's) binds it to the copy."""
 
