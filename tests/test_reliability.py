@@ -28,6 +28,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_transformer import TranslationPipeline, VanillaTransformerConfig
 from vanilla_transformer.tools.demo import main as demo_main
+from vanilla_transformer.tools.diversify import main as diversify_main
 from vanilla_transformer.tools.export import main as export_main
 from vanilla_transformer.tools.translate import main as translate_main
 from vanilla_transformer.tools.translate import positive_int
@@ -411,6 +412,20 @@ def average_cut_checkpoint(d: Path, run: Path):
     average_main(["--checkpoints", str(run / "checkpoint-80"), str(cut), "--output_dir", str(d / "averaged")])
 
 
+def diversify(d: Path, settings: str) -> None:
+    """vt-diversify with a pipeline of smoke-sized stages on the tiny corpus, and `settings` added to its config."""
+    smoke = ROOT / "training/configs/smoke.yaml"
+    config = d / "pipeline.yaml"
+    stages = "".join(f"{stage}: {{config: {smoke}, max_steps: 20}}\n" for stage in ("forward", "backward"))
+    config.write_text(f"data_dir: {ROOT / 'examples/tiny'}\noutput_dir: {d / 'out'}\n{stages}{settings}")
+    diversify_main(["--config", str(config)])
+
+
+def diversify_beside_an_earlier_runs_output(d: Path):
+    (d / "out" / "diversified").mkdir(parents=True)  # what an earlier forward model's translations made
+    diversify(d, "")
+
+
 def visualize_empty_source(d: Path, run: Path):
     visualize_main(["attention", "--model", str(run), "--source", "\u200b", "--output", str(d / "a.png")])
 
@@ -544,6 +559,12 @@ CASES = [
     ("vt-train", "`--model_name_or_path` names a missing folder", fine_tune_missing_folder),
     ("vt-average-checkpoints", "checkpoints of other vocabularies", average_other_vocabularies),
     ("vt-average-checkpoints", "a checkpoint whose weights were cut short", average_cut_checkpoint),
+    ("vt-diversify", "a misspelled setting in the pipeline's config", lambda d: diversify(d, "fine_tuen: {}\n")),
+    (
+        "vt-diversify",
+        "a stage to train beside files an earlier run of it made",
+        diversify_beside_an_earlier_runs_output,
+    ),
     ("vt-visualize", "`--source` of characters the vocabulary drops (U+200B)", visualize_empty_source),
     ("vt-demo", "`--port 70000`", demo("--port", "70000")),
     ("vt-demo", "a port in use", demo_on_a_busy_port),

@@ -126,6 +126,15 @@ def test_empty_and_over_long_training_pairs_are_dropped_with_a_count(tmp_path, c
 # Text as it really comes: stray line separators, byte-order marks, other encodings, cut-off files ------------------
 
 
+def test_a_test_split_of_size_0_holds_out_nothing_and_a_negative_size_is_refused(tmp_path):
+    write_pairs(tmp_path, "train", PAIRS)
+    write_pairs(tmp_path, "val", PAIRS[:2])
+    corpus = load_parallel_corpus(DataArguments(data_dir=str(tmp_path), split_test_size=0), seed=0)
+    assert {split: d.num_rows for split, d in corpus.items()} == {"train": 8, "validation": 2}
+    with pytest.raises(CorpusError, match="--split_test_size -1: must be at least 0"):
+        load_parallel_corpus(DataArguments(data_dir=str(tmp_path), split_test_size=-1), seed=0)
+
+
 def test_a_carriage_return_or_unicode_separator_inside_a_line_does_not_shift_the_pairs(tmp_path):
     pairs = [(f"sentence {i}", f"satz {i}") for i in range(40)]
     pairs[3] = ("a line with a lone \r inside", "eine zeile")

@@ -58,7 +58,8 @@ class DataArguments:
         default=1000, metadata={"help": "Pairs held out from train for validation when the source has none."}
     )
     split_test_size: int = field(
-        default=1000, metadata={"help": "Pairs held out from train for testing when the source has no test split."}
+        default=1000,
+        metadata={"help": "Pairs held out from train for testing when the source has no test split (0: none)."},
     )
     max_source_length: int = field(default=256, metadata={"help": "Longer training pairs (in tokens) are dropped."})
     max_target_length: int = field(default=256, metadata={"help": "Longer training pairs (in tokens) are dropped."})
@@ -104,7 +105,7 @@ def pairs_dataset(pairs: Callable[..., Iterator[dict]], files: tuple[Path, ...],
 
 def read_text_pair(prefix: Path, source_lang: str, target_lang: str) -> Dataset:
     """PREFIX.SRC and PREFIX.TGT (or .gz), one sentence a line, aligned by line number."""
-    return pairs_dataset(aligned_lines, tuple(_language_file(prefix, lang) for lang in (source_lang, target_lang)))
+    return pairs_dataset(aligned_lines, tuple(language_file(prefix, lang) for lang in (source_lang, target_lang)))
 
 
 def aligned_lines(files: tuple[Path, Path]) -> Iterator[dict]:
@@ -125,7 +126,8 @@ def aligned_lines(files: tuple[Path, Path]) -> Iterator[dict]:
         raise CorpusError(f"{source_file} and {target_file} are empty.")
 
 
-def _language_file(prefix: Path, lang: str) -> Path:
+def language_file(prefix: Path, lang: str) -> Path:
+    """The file of `lang` at `prefix` (`prefix.lang`, or gzip-compressed `prefix.lang.gz`)."""
     for candidate in (Path(f"{prefix}.{lang}"), Path(f"{prefix}.{lang}.gz")):
         if candidate.exists():
             return candidate
@@ -279,9 +281,11 @@ def check_data_arguments(args: DataArguments) -> None:
     if len(given) != 1:
         found = f"got {' and '.join(given)}" if given else "got none"
         raise CorpusError(f"Pass exactly one of --dataset_name, --data_dir and --train_file ({found}).")
-    for name in ("max_source_length", "max_target_length", "split_validation_size", "split_test_size"):
+    for name in ("max_source_length", "max_target_length", "split_validation_size"):
         if getattr(args, name) <= 0:
             raise CorpusError(f"--{name} {getattr(args, name)}: must be at least 1.")
+    if args.split_test_size < 0:
+        raise CorpusError(f"--split_test_size {args.split_test_size}: must be at least 0 (0: no test split).")
     if args.preprocess not in PREPROCESSING:
         raise CorpusError(f"--preprocess {args.preprocess!r}: use one of {', '.join(PREPROCESSING)}.")
     for name in ("max_train_samples", "max_eval_samples"):
@@ -300,7 +304,7 @@ def held_out_splits(corpus: DatasetDict, args: DataArguments, seed: int) -> Data
     cuts = [("validation", args.split_validation_size, "validation" not in corpus)]
     cuts.append(("test", args.split_test_size, not testing_splits(corpus)))
     for name, size, missing in cuts:
-        if missing:
+        if missing and size:
             if corpus["train"].num_rows <= size:
                 raise CorpusError(f"Cannot hold out {size} pairs for {name}: train has {corpus['train'].num_rows}.")
             parts = corpus["train"].train_test_split(test_size=size, seed=seed, shuffle=True)

@@ -1,0 +1,162 @@
+"""vt-diversify: data diversification's stages run as one command on the tiny corpus, resumed, and refused."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vanilla_transformer.tools.diversify import main as diversify
+from vanilla_transformer.tools.diversify import parse_arguments, read_pipeline, stage_settings
+from vanilla_transformer.training.arguments import parse_arguments as parse_arguments_of_vt_train
+
+from .helpers import ROOT
+
+TINY = ROOT / "examples/tiny"
+NO_TEST_SPLIT = {"test_prefixes": [], "split_test_size": 0}
+STAGE_FOLDERS = ("forward", "backward", "model")
+
+
+def pipeline_config(folder: Path, **fine_tune: object) -> Path:
+    """A pipeline of smoke-sized stages: 40 steps each way, a 20-step fine-tune, writing under `folder`/out."""
+    smoke = str(ROOT / "training/configs/smoke.yaml")
+    settings = {
+        "data_dir": str(TINY),
+        "output_dir": str(folder / "out"),
+        "seed": 2,
+        "forward": {"config": smoke, "max_steps": 40, **NO_TEST_SPLIT},
+        "backward": {"config": smoke, "max_steps": 40, **NO_TEST_SPLIT},
+        "fine_tune": {"lr_scheduler_type": "constant_with_warmup", "warmup_steps": 5, "max_steps": 20, **fine_tune},
+    }
+    path = folder / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def diversified_run(tmp_path_factory) -> Path:
+    """The pipeline run once (about half a minute: seven processes); its output folder."""
+    folder = tmp_path_factory.mktemp("diversify")
+    diversify(["--config", str(pipeline_config(folder))])
+    return folder / "out"
+
+
+def copy_of(run: Path, folder: Path) -> Path:
+    """The run copied to `folder`/out, its stages' settings files naming the copy's folders."""
+    copy = shutil.copytree(run, folder / "out")
+    for settings in copy.glob("*.yaml"):
+        settings.write_text(settings.read_text(encoding="utf-8").replace(str(run), str(copy)), encoding="utf-8")
+    return copy
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def results(run: Path) -> dict:
+    return json.loads((run / "results.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.slow
+def test_the_final_pairs_are_the_pairs_and_each_models_translations_of_one_side(diversified_run):
+    english, german = lines(TINY / "train.en"), lines(TINY / "train.de")
+    forward, backward = lines(diversified_run / "train.forward.de"), lines(diversified_run / "train.backward.en")
+    assert len(forward) == len(backward) == len(english) == 130 and forward != german
+    folder = diversified_run / "diversified"
+    assert lines(folder / "train.en") == english + english + backward
+    assert lines(folder / "train.de") == german + forward + german
+    for name in ("val.en", "val.de", "test.en", "test.de"):  # the corpus's own, to evaluate on
+        assert (folder / name).read_bytes() == (TINY / name).read_bytes()
+
+
+@pytest.mark.slow
+def test_the_backward_model_swaps_the_languages_and_neither_holds_out_a_test_split(diversified_run):
+    backward = yaml.safe_load((diversified_run / "backward.yaml").read_text(encoding="utf-8"))
+    assert (backward["source_lang"], backward["target_lang"]) == ("de", "en")
+    for stage in ("forward", "backward"):
+        report = results(diversified_run / stage)
+        assert report["summary"]["steps"] == 40 and set(report["results"]["last"]) == {"validation"}
+        assert report["arguments"]["seed"] == 2
+
+
+@pytest.mark.slow
+def test_the_fine_tune_goes_on_from_the_forward_models_last_checkpoint_with_its_vocabulary(diversified_run):
+    settings = yaml.safe_load((diversified_run / "fine_tune.yaml").read_text(encoding="utf-8"))
+    assert settings["model_name_or_path"] == str(diversified_run / "forward" / "checkpoint-40")
+    assert settings["data_dir"] == str(diversified_run / "diversified") and settings["max_steps"] == 20
+    model = diversified_run / "model"
+    assert (model / "tokenizer.json").read_bytes() == (diversified_run / "forward" / "tokenizer.json").read_bytes()
+    report = results(model)
+    assert report["summary"]["steps"] == 20 and {"validation", "test"} <= set(report["results"]["last"])
+    assert "fine-tuned from" in (model / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_the_same_command_again_trains_nothing_and_other_settings_are_refused(diversified_run, capfd):
+    config = diversified_run.parent / "pipeline.yaml"
+
+    def finished() -> dict[str, int]:
+        return {stage: (diversified_run / stage / "results.json").stat().st_mtime_ns for stage in STAGE_FOLDERS}
+
+    before = finished()
+    diversify(["--config", str(config)])
+    assert "== vt-" not in capfd.readouterr().out and finished() == before
+    with pytest.raises(SystemExit, match=r"forward.yaml holds the settings .* \(seed 2 -> 3\)"):
+        diversify(["--config", str(config), "--seed", "3"])
+
+
+@pytest.mark.slow
+def test_a_failed_stage_is_named_and_the_finished_ones_are_kept(diversified_run, tmp_path, capfd):
+    copy = copy_of(diversified_run, tmp_path)
+    (copy / "fine_tune.yaml").unlink()  # as if the fine-tune had not run yet
+    shutil.rmtree(copy / "model")
+    config = pipeline_config(tmp_path, max_tokens=0)
+    with pytest.raises(SystemExit, match=r"vt-train --config \S*fine_tune.yaml failed \(exit status 1"):
+        diversify(["--config", str(config)])
+    output = capfd.readouterr()
+    assert "--max_tokens 0: must be at least 1" in output.err and output.out.count("== vt-train") == 1
+    assert results(copy / "forward") == results(diversified_run / "forward")
+
+
+@pytest.mark.slow
+def test_a_stage_made_anew_refuses_to_reuse_what_its_earlier_self_made(diversified_run, tmp_path, capfd):
+    shutil.rmtree(
+        copy_of(diversified_run, tmp_path) / "backward"
+    )  # deleted to be trained again: its translations would be stale
+    with pytest.raises(SystemExit, match=r"backward is to be made anew, but \S*backward-ct2, \S*train.backward.en"):
+        diversify(["--config", str(pipeline_config(tmp_path))])
+    assert "== vt-" not in capfd.readouterr().out
+
+
+def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state(tmp_path):
+    config = ROOT / "training/configs/multi30k_en_de_diversified.yaml"
+    pipeline = read_pipeline(parse_arguments(["--config", str(config)]))
+    stages = {}
+    for stage, fixed in (("forward", {}), ("backward", {"source_lang": "de", "target_lang": "en"}), ("fine_tune", {})):
+        settings = tmp_path / f"{stage}.yaml"
+        settings.write_text(yaml.safe_dump(stage_settings(pipeline, stage, config.parent, **fixed)), encoding="utf-8")
+        _, data, _, training = parse_arguments_of_vt_train(["--config", str(settings)])
+        stages[stage] = (data.source_lang, data.test_prefixes, data.split_test_size, training.max_steps)
+    assert stages["forward"] == ("en", [], 0, 15860) and stages["backward"] == ("de", [], 0, 14000)
+    assert stages["fine_tune"] == ("en", ["test_2016_flickr", "test_2017_flickr"], 1000, 2800)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"epochs": 3}, r"unknown setting\(s\) 'epochs'; it holds backward, data_dir, engine, fine_tune, forward"),
+        ({"fine_tuen": {}}, r"unknown setting\(s\) 'fine_tuen' \(did you mean 'fine_tune'\?\)"),
+        ({"engine": "ct2"}, r"engine 'ct2': use one of auto, ctranslate2, generate"),
+        ({"forward": {"max_steps": 40}}, r"'forward' needs a 'config'"),
+        ({"backward": None}, r"no 'backward' setting"),
+        ({"fine_tune": [1]}, r"'fine_tune' must be a mapping"),
+    ],
+)
+def test_a_malformed_pipeline_config_is_named_before_any_work(tmp_path, change, message):
+    config = pipeline_config(tmp_path)
+    settings = yaml.safe_load(config.read_text(encoding="utf-8")) | change
+    config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    with pytest.raises(SystemExit, match=message):
+        diversify(["--config", str(config)])
+    assert not (tmp_path / "out").exists()
