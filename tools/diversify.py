@@ -59,8 +59,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--engine",
         choices=ENGINES,
-        help="What translates the training pairs (default: the config's, else auto: CTranslate2 where installed, "
-        "about five times as fast as generate()).",
+        help="What translates the training pairs (default: the config's, else auto: CTranslate2 where installed, the "
+        "faster engine, else generate()).",
     )
     return parser.parse_args(argv)
 
