@@ -121,9 +121,8 @@ def test_a_failed_stage_is_named_and_the_finished_ones_are_kept(diversified_run,
 
 @pytest.mark.slow
 def test_a_stage_made_anew_refuses_to_reuse_what_its_earlier_self_made(diversified_run, tmp_path, capfd):
-    shutil.rmtree(
-        copy_of(diversified_run, tmp_path) / "backward"
-    )  # deleted to be trained again: its translations would be stale
+    copy = copy_of(diversified_run, tmp_path)
+    shutil.rmtree(copy / "backward")  # deleted to be trained again: its translations would be stale
     with pytest.raises(SystemExit, match=r"backward is to be made anew, but \S*backward-ct2, \S*train.backward.en"):
         diversify(["--config", str(pipeline_config(tmp_path))])
     assert "== vt-" not in capfd.readouterr().out

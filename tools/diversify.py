@@ -10,7 +10,6 @@ command run again goes on where a kill or an error stopped it.
 """
 
 import argparse
-import difflib
 import importlib.util
 import os
 import shlex
@@ -31,6 +30,7 @@ from vanilla_transformer.training import (
     read_config,
     read_lines,
     run_report,
+    unknown_names,
     write_folder,
 )
 
@@ -68,15 +68,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 def read_pipeline(args: argparse.Namespace) -> dict:
     """The config's settings, the command line's winning; a missing or unknown setting is named."""
     settings = read_config(args.config)
-    unknown = sorted(set(settings) - PIPELINE_SETTINGS)
+    unknown = set(settings) - PIPELINE_SETTINGS
     if unknown:
-        close = {name: difflib.get_close_matches(name, PIPELINE_SETTINGS, n=1) for name in unknown}
-        named = ", ".join(
-            f"{name!r}" + (f" (did you mean {close[name][0]!r}?)" if close[name] else "") for name in unknown
-        )
         raise PipelineError(
-            f"{args.config}: unknown setting(s) {named}; it holds {', '.join(sorted(PIPELINE_SETTINGS))} (the stages' "
-            "vt-train settings go inside forward, backward and fine_tune)."
+            f"{args.config}: unknown setting(s) {unknown_names(unknown, PIPELINE_SETTINGS)}; it holds "
+            f"{', '.join(sorted(PIPELINE_SETTINGS))} (the stages' vt-train settings go inside forward, backward and "
+            "fine_tune)."
         )
     settings |= {name: value for name, value in vars(args).items() if name != "config" and value is not None}
     for name in ("data_dir", "output_dir", "forward", "backward"):

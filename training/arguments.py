@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import typing
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -472,6 +473,15 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def unknown_names(unknown: Collection[str], known: Collection[str]) -> str:
+    """The `unknown` setting names for a message, each with the `known` one it is likely a misspelling of."""
+    hints = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, known, n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return ", ".join(hints)
+
+
 def read_config(path: str) -> dict:
     """The settings of a YAML config file (null values left out: they keep the argument's default)."""
     try:
@@ -535,12 +545,9 @@ def parse_arguments(argv: list[str] | None = None):
         config, argv = argv[at + 1], argv[:at] + argv[at + 2 :]
         settings = read_config(config)
         known = {entry.name for arguments in ARGUMENT_CLASSES for entry in dataclasses.fields(arguments)}
-        unknown = sorted(set(settings) - known)
+        unknown = set(settings) - known
         if unknown:
-            close = {name: difflib.get_close_matches(name, known, n=1) for name in unknown}
-            hints = ", ".join(
-                f"{name!r}" + (f" (did you mean {close[name][0]!r}?)" if close[name] else "") for name in unknown
-            )
+            hints = unknown_names(unknown, known)
             raise SystemExit(f"error: {config}: unknown setting(s) {hints}; `vt-train --help` lists them all.")
     given = {flag.split("=")[0].removeprefix("--") for flag in argv if flag.startswith("--")}
     ignored = sorted((given | set(settings)) & set(REPLACED_BY_THE_RECIPE))
