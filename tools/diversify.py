@@ -23,7 +23,7 @@ import yaml
 
 from vanilla_transformer.training import (
     AveragingError,
-    DataArguments,
+    data_arguments,
     language_file,
     last_checkpoints,
     one_line_errors,
@@ -192,16 +192,14 @@ def write_diversified(
     return write_folder(target, write)
 
 
-def as_list(value: object) -> list:
-    return [value] if isinstance(value, str) else list(value or [])
-
-
-def corpus_files(corpus: Path, settings: dict, languages: tuple[str, str]) -> tuple[dict[str, Path], list[Path]]:
+def corpus_files(
+    corpus: Path, settings: dict, config: str, languages: tuple[str, str]
+) -> tuple[dict[str, Path], list[Path]]:
     """The corpus's training file of each language, and its validation and test files (those the fine-tune, whose
     `settings` these are, evaluates on)."""
-    training = {lang: language_file(corpus / settings.get("train_prefix", "train"), lang) for lang in languages}
-    prefixes = [settings.get("validation_prefix", DataArguments.validation_prefix)]
-    prefixes += as_list(settings.get("test_prefixes"))
+    data = data_arguments(settings, config)
+    training = {lang: language_file(corpus / data.train_prefix, lang) for lang in languages}
+    prefixes = [data.validation_prefix, *data.test_prefixes]
     return training, [language_file(corpus / prefix, lang) for prefix in prefixes if prefix for lang in languages]
 
 
@@ -236,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         pipeline, "backward", config_dir, source_lang=target, target_lang=source, output_dir=str(output / "backward")
     )
     fine_tune_settings = stage_settings(pipeline, "fine_tune", config_dir)
-    training, kept = corpus_files(corpus, fine_tune_settings, (source, target))
+    training, kept = corpus_files(corpus, fine_tune_settings, args.config, (source, target))
     output.mkdir(parents=True, exist_ok=True)
 
     # What each step makes from what the one before made; a step made anew must not find their earlier versions.

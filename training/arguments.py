@@ -522,6 +522,22 @@ def config_flags(settings: dict, config: str) -> tuple[list[str], dict]:
     return flags, empty_lists
 
 
+def data_arguments(settings: dict, config: str) -> DataArguments:
+    """The data settings among a config's `settings`, parsed as vt-train parses them (its defaults where unset), for a
+    tool that reads the corpus a run will read."""
+    names = {entry.name for entry in dataclasses.fields(DataArguments)}
+    # A null keeps the default, as read_config has it.
+    given = {name: value for name, value in settings.items() if name in names and value is not None}
+    flags, empty_lists = config_flags(given, config)
+    parser = HfArgumentParser(DataArguments, exit_on_error=False)
+    parser.set_defaults(**empty_lists)
+    try:
+        (data,) = parser.parse_args_into_dataclasses(args=flags)
+    except (argparse.ArgumentError, ValueError) as error:
+        raise SystemExit(f"error: {config}: {error}") from None
+    return data
+
+
 def parse_arguments(argv: list[str] | None = None):
     """(model, data, vocabulary, training) arguments from `--config FILE` and/or flags; flags win. Every value is
     checked here, before any data is read: a bad one ends the run with one line naming it (and the config file)."""
