@@ -135,10 +135,10 @@ def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state
     for stage, fixed in (("forward", {}), ("backward", {"source_lang": "de", "target_lang": "en"}), ("fine_tune", {})):
         settings = tmp_path / f"{stage}.yaml"
         settings.write_text(yaml.safe_dump(stage_settings(pipeline, stage, config.parent, **fixed)), encoding="utf-8")
-        _, data, _, training = parse_arguments_of_vt_train(["--config", str(settings)])
-        stages[stage] = (data.source_lang, data.test_prefixes, data.split_test_size, training.max_steps)
-    assert stages["forward"] == ("en", [], 0, 15860) and stages["backward"] == ("de", [], 0, 14000)
-    assert stages["fine_tune"] == ("en", ["test_2016_flickr", "test_2017_flickr"], 1000, 2800)
+        model, data, _, training = parse_arguments_of_vt_train(["--config", str(settings)])
+        stages[stage] = (data.source_lang, data.test_prefixes, data.split_test_size, training.max_steps, model.dropout)
+    assert stages["forward"] == ("en", [], 0, 15860, 0.3) and stages["backward"] == ("de", [], 0, 14000, 0.2)
+    assert stages["fine_tune"] == ("en", ["test_2016_flickr", "test_2017_flickr"], 1000, 2800, 0.2)
 
 
 @pytest.mark.parametrize(
