@@ -528,14 +528,19 @@ def data_arguments(settings: dict, config: str) -> DataArguments:
     names = {entry.name for entry in dataclasses.fields(DataArguments)}
     # A null keeps the default, as read_config has it.
     given = {name: value for name, value in settings.items() if name in names and value is not None}
-    flags, empty_lists = config_flags(given, config)
-    parser = HfArgumentParser(DataArguments, exit_on_error=False)
+    (data,) = parse_settings(HfArgumentParser(DataArguments, exit_on_error=False), given, config, [], f"{config}: ")
+    return data
+
+
+def parse_settings(parser: HfArgumentParser, settings: dict, config: str | None, argv: list[str], origin: str) -> tuple:
+    """The parser's dataclasses from a config's `settings` and then the command line's `argv` (later flags win); a
+    malformed value, or one a dataclass refused, ends the run with one line that `origin` begins."""
+    flags, empty_lists = config_flags(settings, config)
     parser.set_defaults(**empty_lists)
     try:
-        (data,) = parser.parse_args_into_dataclasses(args=flags)
+        return tuple(parser.parse_args_into_dataclasses(args=flags + argv))
     except (argparse.ArgumentError, ValueError) as error:
-        raise SystemExit(f"error: {config}: {error}") from None
-    return data
+        raise SystemExit(f"error: {origin}{error}") from None
 
 
 def parse_arguments(argv: list[str] | None = None):
@@ -572,14 +577,9 @@ def parse_arguments(argv: list[str] | None = None):
         raise SystemExit(f"error: --{name} has no effect here: {REPLACED_BY_THE_RECIPE[name]}")
     if given & set(DATA_SOURCES):  # a data source on the command line replaces the config's, not joins it
         settings = {name: value for name, value in settings.items() if name not in DATA_SOURCES}
-    flags, empty_lists = config_flags(settings, config)
-    parser.set_defaults(**empty_lists)
-    try:
-        # The file's settings come first, as flags: the command line's, later, win. The last item would be the
-        # namespace of --config, which was read above: only the dataclasses are returned.
-        parsed = tuple(parser.parse_args_into_dataclasses(args=flags + argv)[: len(ARGUMENT_CLASSES)])
-    except (argparse.ArgumentError, ValueError) as error:  # a malformed value, or one a dataclass refused
-        raise SystemExit(f"error: {f'{config} with the command line: ' if config else ''}{error}") from None
+    origin = f"{config} with the command line: " if config else ""
+    # The last item would be the namespace of --config, which was read above: only the dataclasses are returned.
+    parsed = parse_settings(parser, settings, config, argv, origin)[: len(ARGUMENT_CLASSES)]
     model_args, _, vocab_args, training_args = parsed
     check_folders(training_args)
     check_base_model(model_args.model_name_or_path)
