@@ -495,7 +495,7 @@ def read_config(path: str) -> dict:
     return {name: value for name, value in settings.items() if value is not None}
 
 
-def config_flags(settings: dict, config: str) -> tuple[list[str], dict]:
+def config_flags(settings: dict, config: str | None) -> tuple[list[str], dict]:
     """A config file's settings as command-line flags, so that argparse checks their types as it checks the command
     line's (a YAML `max_tokens: true` or `max_steps: 8.5` is refused, not taken as given), and the empty lists that no
     flag can say, as defaults. A mapping (`lr_scheduler_kwargs: {num_decay_steps: 3000}`) becomes the JSON string
