@@ -150,6 +150,10 @@ def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state
         ({"forward": {"max_steps": 40}}, r"'forward' needs a 'config'"),
         ({"backward": None}, r"no 'backward' setting"),
         ({"fine_tune": [1]}, r"'fine_tune' must be a mapping"),
+        (
+            {"fine_tune": {"preprocess": "lowercase_tokenized"}},
+            r"the forward stage prepares its text with preprocess 'none' and the fine-tune with 'lowercase_tokenized'",
+        ),
     ],
 )
 def test_a_malformed_pipeline_config_is_named_before_any_work(tmp_path, change, message):

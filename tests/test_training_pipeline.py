@@ -488,6 +488,19 @@ def test_fine_tuning_reuses_the_vocabulary_and_lowers_the_loss_on_new_data(smoke
     assert validation_loss(output, PAIRS) < validation_loss(start, PAIRS) - 0.5
 
 
+def test_fine_tuning_refuses_text_prepared_otherwise_than_the_vocabulary_learned_it(smoke_run, tmp_path):
+    start, _ = smoke_run  # its vocabulary was learned on the text as it is (--preprocess none)
+    output = tmp_path / "lowercased"
+    flags = ["--model_name_or_path", str(start), "--preprocess", "lowercase_tokenized", "--output_dir", str(output)]
+    with pytest.raises(
+        ValueError,
+        match=rf"{re.escape(str(start))}: its vocabulary was learned on text prepared "
+        r"with --preprocess none, and this run asks for --preprocess lowercase_tokenized",
+    ):
+        train_main([*SMOKE, *flags, "--max_steps", "2"])
+    assert not output.exists() or not any(output.iterdir())  # nothing trained, nothing recorded
+
+
 def test_averaging_two_checkpoints_gives_the_elementwise_mean(smoke_run, tmp_path):
     output, _ = smoke_run
     checkpoints = last_checkpoints(output, 2)

@@ -149,6 +149,21 @@ def train(settings_file: Path, settings: dict, made_from_it: list[Path]) -> Path
     return folder
 
 
+def check_same_text(forward: dict, fine_tune: dict, config: str) -> None:
+    """The fine-tune goes on from the forward model's vocabulary, so it must prepare its text as the forward stage
+    did; vt-train would refuse it only once the first two stages had trained."""
+    prepared = {
+        stage: data_arguments(settings, config).preprocess
+        for stage, settings in (("forward", forward), ("fine_tune", fine_tune))
+    }
+    if prepared["forward"] != prepared["fine_tune"]:
+        raise PipelineError(
+            f"{config}: the forward stage prepares its text with preprocess {prepared['forward']!r} and the fine-tune "
+            f"with {prepared['fine_tune']!r}; the fine-tune goes on from the forward model's vocabulary: give both "
+            "sections the same preprocess."
+        )
+
+
 def translator_engine(choice: str) -> str:
     if choice != "auto":
         return choice
@@ -234,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
         pipeline, "backward", config_dir, source_lang=target, target_lang=source, output_dir=str(output / "backward")
     )
     fine_tune_settings = stage_settings(pipeline, "fine_tune", config_dir)
+    check_same_text(forward_settings, fine_tune_settings, args.config)
     training, kept = corpus_files(corpus, fine_tune_settings, args.config, (source, target))
     output.mkdir(parents=True, exist_ok=True)
 

@@ -143,6 +143,18 @@ def special_token_ids(tokenizer: PreTrainedTokenizerFast) -> dict[str, int]:
     }
 
 
+def check_text_preprocessing(tokenizer: PreTrainedTokenizerFast, preprocess: str, model: str) -> None:
+    """A fine-tune must prepare its text as the fine-tuned model's vocabulary was learned on it: other text would reach
+    the model as words it never saw, and the record rewritten would have the pipeline prepare a user's sentences for
+    a model that never read such text."""
+    learned_on = tokenizer.init_kwargs.get("text_preprocessing")  # None: saved before the record was kept
+    if learned_on is not None and learned_on != preprocess:
+        raise CorpusError(
+            f"{model}: its vocabulary was learned on text prepared with --preprocess {learned_on}, and this run asks "
+            f"for --preprocess {preprocess}; fine-tune it with --preprocess {learned_on}."
+        )
+
+
 def record_text_preprocessing(
     tokenizer: PreTrainedTokenizerFast, preprocess: str, source_lang: str, target_lang: str
 ) -> None:

@@ -43,7 +43,13 @@ from .model_card import render_model_card
 from .precision import bf16_trains_faster
 from .recipe import TranslationTrainer
 from .schedule_free import is_schedule_free
-from .tokenizer import VOCABULARY_RECORD, record_text_preprocessing, special_token_ids, train_tokenizer
+from .tokenizer import (
+    VOCABULARY_RECORD,
+    check_text_preprocessing,
+    record_text_preprocessing,
+    special_token_ids,
+    train_tokenizer,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -389,6 +395,8 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
         corpus = load_parallel_corpus(data_args, args.seed)
         output_dir.mkdir(parents=True, exist_ok=True)
         tokenizer = load_or_train_tokenizer(model_args, vocab_args, corpus, output_dir, resuming=checkpoint is not None)
+        if model_args.model_name_or_path:
+            check_text_preprocessing(tokenizer, data_args.preprocess, model_args.model_name_or_path)
         if args.should_save:
             check_run_settings(output_dir, run_settings(arguments), resuming=checkpoint is not None)
         record_text_preprocessing(tokenizer, data_args.preprocess, data_args.source_lang, data_args.target_lang)
