@@ -129,7 +129,10 @@ def test_step_profile_times_a_steps_parts_then_profiles_the_last_steps(tmp_path,
     assert re.search(r"^\d+ threads; steps 7-9: [\d.]+ ms a step \(mean\)$", printed, re.M), printed
     shares = [int(share) for share in re.findall(r"^[a-z_, ]+: [\d.]+ ms \((\d+)%; median [\d.]+\)$", printed, re.M)]
     assert len(shares) == 4 and 98 <= sum(shares) <= 102, printed  # the four parts make the whole step
-    assert "torch.profiler, steps 10-12:" in printed and "aten::mm" in printed, printed
+    assert "torch.profiler, steps 10-12:" in printed and "Self CPU time total" in printed, printed
+    # Which operators lead depends on the machine's load: the table's rows are operators, five of them.
+    row = r"^.+?(?:\s+[\d.]+%\s+[\d.]+[mu]?s){2}\s+[\d.]+[mu]?s\s+\d+\s*$"  # name, self %, self, total %, ...
+    assert len(re.findall(row, printed, re.M)) == 5, printed
     monkeypatch.setattr(sys, "argv", ["step_profile.py", *command, "--profile_steps", "6"])
     with pytest.raises(SystemExit, match="--profile_steps 6: give from 1 to under half of --max_steps"):
         step_profile.main()
