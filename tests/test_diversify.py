@@ -128,8 +128,11 @@ def test_a_stage_made_anew_refuses_to_reuse_what_its_earlier_self_made(diversifi
     assert "== vt-" not in capfd.readouterr().out
 
 
-def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state(tmp_path):
-    config = ROOT / "training/configs/multi30k_en_de_diversified.yaml"
+@pytest.mark.parametrize(
+    "name, text", [("multi30k_en_de_diversified", "lowercase_tokenized"), ("multi30k_en_de_diversified_cased", "none")]
+)
+def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state(tmp_path, name, text):
+    config = ROOT / f"training/configs/{name}.yaml"
     pipeline = read_pipeline(parse_arguments(["--config", str(config)]))
     stages = {}
     for stage, fixed in (("forward", {}), ("backward", {"source_lang": "de", "target_lang": "en"}), ("fine_tune", {})):
@@ -137,8 +140,10 @@ def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state
         settings.write_text(yaml.safe_dump(stage_settings(pipeline, stage, config.parent, **fixed)), encoding="utf-8")
         model, data, _, training = parse_arguments_of_vt_train(["--config", str(settings)])
         stages[stage] = (data.source_lang, data.test_prefixes, data.split_test_size, training.max_steps, model.dropout)
-    assert stages["forward"] == ("en", [], 0, 15860, 0.3) and stages["backward"] == ("de", [], 0, 14000, 0.2)
-    assert stages["fine_tune"] == ("en", ["test_2016_flickr", "test_2017_flickr"], 1000, 2800, 0.2)
+        stages[stage] += (data.preprocess,)
+    assert stages["forward"] == ("en", [], 0, 15860, 0.3, text)
+    assert stages["backward"] == ("de", [], 0, 14000, 0.2, "none")  # the quick config's text: cased
+    assert stages["fine_tune"] == ("en", ["test_2016_flickr", "test_2017_flickr"], 1000, 2800, 0.2, text)
 
 
 @pytest.mark.parametrize(
