@@ -23,6 +23,7 @@ import yaml
 
 from vanilla_transformer.training import (
     AveragingError,
+    DataArguments,
     data_arguments,
     language_file,
     last_checkpoints,
@@ -149,17 +150,13 @@ def train(settings_file: Path, settings: dict, made_from_it: list[Path]) -> Path
     return folder
 
 
-def check_same_text(forward: dict, fine_tune: dict, config: str) -> None:
+def check_same_text(forward: DataArguments, fine_tune: DataArguments, config: str) -> None:
     """The fine-tune goes on from the forward model's vocabulary, so it must prepare its text as the forward stage
     did; vt-train would refuse it only once the first two stages had trained."""
-    prepared = {
-        stage: data_arguments(settings, config).preprocess
-        for stage, settings in (("forward", forward), ("fine_tune", fine_tune))
-    }
-    if prepared["forward"] != prepared["fine_tune"]:
+    if forward.preprocess != fine_tune.preprocess:
         raise PipelineError(
-            f"{config}: the forward stage prepares its text with preprocess {prepared['forward']!r} and the fine-tune "
-            f"with {prepared['fine_tune']!r}; the fine-tune goes on from the forward model's vocabulary: give both "
+            f"{config}: the forward stage prepares its text with preprocess {forward.preprocess!r} and the fine-tune "
+            f"with {fine_tune.preprocess!r}; the fine-tune goes on from the forward model's vocabulary: give both "
             "sections the same preprocess."
         )
 
@@ -207,12 +204,9 @@ def write_diversified(
     return write_folder(target, write)
 
 
-def corpus_files(
-    corpus: Path, settings: dict, config: str, languages: tuple[str, str]
-) -> tuple[dict[str, Path], list[Path]]:
+def corpus_files(corpus: Path, data: DataArguments, languages: tuple[str, str]) -> tuple[dict[str, Path], list[Path]]:
     """The corpus's training file of each language, and its validation and test files (those the fine-tune, whose
-    `settings` these are, evaluates on)."""
-    data = data_arguments(settings, config)
+    data settings `data` are, evaluates on)."""
     training = {lang: language_file(corpus / data.train_prefix, lang) for lang in languages}
     prefixes = [data.validation_prefix, *data.test_prefixes]
     return training, [language_file(corpus / prefix, lang) for prefix in prefixes if prefix for lang in languages]
@@ -249,8 +243,9 @@ def main(argv: list[str] | None = None) -> None:
         pipeline, "backward", config_dir, source_lang=target, target_lang=source, output_dir=str(output / "backward")
     )
     fine_tune_settings = stage_settings(pipeline, "fine_tune", config_dir)
-    check_same_text(forward_settings, fine_tune_settings, args.config)
-    training, kept = corpus_files(corpus, fine_tune_settings, args.config, (source, target))
+    fine_tune_data = data_arguments(fine_tune_settings, args.config)
+    check_same_text(data_arguments(forward_settings, args.config), fine_tune_data, args.config)
+    training, kept = corpus_files(corpus, fine_tune_data, (source, target))
     output.mkdir(parents=True, exist_ok=True)
 
     # What each step makes from what the one before made; a step made anew must not find their earlier versions.
