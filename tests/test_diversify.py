@@ -139,8 +139,14 @@ def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state
         settings = tmp_path / f"{stage}.yaml"
         settings.write_text(yaml.safe_dump(stage_settings(pipeline, stage, config.parent, **fixed)), encoding="utf-8")
         model, data, _, training = parse_arguments_of_vt_train(["--config", str(settings)])
-        stages[stage] = (data.source_lang, data.test_prefixes, data.split_test_size, training.max_steps, model.dropout)
-        stages[stage] += (data.preprocess,)
+        stages[stage] = (
+            data.source_lang,
+            data.test_prefixes,
+            data.split_test_size,
+            training.max_steps,
+            model.dropout,
+            data.preprocess,
+        )
     assert stages["forward"] == ("en", [], 0, 15860, 0.3, text)
     assert stages["backward"] == ("de", [], 0, 14000, 0.2, "none")  # the quick config's text: cased
     assert stages["fine_tune"] == ("en", ["test_2016_flickr", "test_2017_flickr"], 1000, 2800, 0.2, text)
