@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vanilla_transformer.tools.diversify import fine_tune_cap, parse_arguments, read_pipeline, stage_settings
 from vanilla_transformer.tools.diversify import main as diversify
-from vanilla_transformer.tools.diversify import parse_arguments, read_pipeline, stage_settings
 from vanilla_transformer.training.arguments import parse_arguments as parse_arguments_of_vt_train
 
 from .helpers import ROOT
@@ -47,6 +47,14 @@ def copy_of(run: Path, folder: Path) -> Path:
     copy = shutil.copytree(run, folder / "out")
     for settings in copy.glob("*.yaml"):
         settings.write_text(settings.read_text(encoding="utf-8").replace(str(run), str(copy)), encoding="utf-8")
+    return copy
+
+
+def before_the_fine_tune(run: Path, folder: Path) -> Path:
+    """A copy of the run as it was before its fine-tune ran: its first stages and translations alone."""
+    copy = copy_of(run, folder)
+    (copy / "fine_tune.yaml").unlink()
+    shutil.rmtree(copy / "model")
     return copy
 
 
@@ -108,15 +116,32 @@ def test_the_same_command_again_trains_nothing_and_other_settings_are_refused(di
 
 @pytest.mark.slow
 def test_a_failed_stage_is_named_and_the_finished_ones_are_kept(diversified_run, tmp_path, capfd):
-    copy = copy_of(diversified_run, tmp_path)
-    (copy / "fine_tune.yaml").unlink()  # as if the fine-tune had not run yet
-    shutil.rmtree(copy / "model")
+    copy = before_the_fine_tune(diversified_run, tmp_path)
     config = pipeline_config(tmp_path, max_tokens=0)
     with pytest.raises(SystemExit, match=r"vt-train --config \S*fine_tune.yaml failed \(exit status 1"):
         diversify(["--config", str(config)])
     output = capfd.readouterr()
     assert "--max_tokens 0: must be at least 1" in output.err and output.out.count("== vt-train") == 1
     assert results(copy / "forward") == results(diversified_run / "forward")
+
+
+@pytest.mark.slow
+def test_a_deadline_shortens_the_fine_tunes_cap_and_a_begun_fine_tune_keeps_its_own(diversified_run, tmp_path, capfd):
+    copy = before_the_fine_tune(diversified_run, tmp_path)
+    config = pipeline_config(tmp_path, max_train_minutes=10)
+    diversify(["--config", str(config), "--deadline_minutes", "0.5"])  # already past: the cap's floor, one minute
+    assert yaml.safe_load((copy / "fine_tune.yaml").read_text(encoding="utf-8"))["max_train_minutes"] == 1.0
+    assert results(copy / "model")["summary"]["steps"] == 20
+    capfd.readouterr()
+    diversify(["--config", str(config), "--deadline_minutes", "600"])  # another clock: the same fine-tune, kept
+    assert "== vt-" not in capfd.readouterr().out
+
+
+def test_the_deadline_shortens_a_cap_only_where_the_time_left_is_shorter():
+    assert fine_tune_cap(10, deadline=86, elapsed=71.6) == 10
+    assert fine_tune_cap(10, deadline=86, elapsed=80.04) == 6.0
+    assert fine_tune_cap(0, deadline=86, elapsed=80) == 6.0  # no cap of its own: the time left
+    assert fine_tune_cap(10, deadline=86, elapsed=89) == 1.0  # past the deadline: still a minute's fine-tune
 
 
 @pytest.mark.slow
@@ -155,9 +180,11 @@ def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"epochs": 3}, r"unknown setting\(s\) 'epochs'; it holds backward, data_dir, engine, fine_tune, forward"),
+        ({"epochs": 3}, r"unknown setting\(s\) 'epochs'; it holds backward, data_dir, deadline_minutes, engine"),
         ({"fine_tuen": {}}, r"unknown setting\(s\) 'fine_tuen' \(did you mean 'fine_tune'\?\)"),
         ({"engine": "ct2"}, r"engine 'ct2': use one of auto, ctranslate2, generate"),
+        ({"deadline_minutes": "90m"}, r"deadline_minutes '90m': give a positive number of minutes"),
+        ({"deadline_minutes": 0}, r"deadline_minutes 0: give a positive number of minutes"),
         ({"forward": {"max_steps": 40}}, r"'forward' needs a 'config'"),
         ({"backward": None}, r"no 'backward' setting"),
         ({"fine_tune": [1]}, r"'fine_tune' must be a mapping"),

@@ -42,7 +42,7 @@ MODULES = {  # the console scripts the stages run, by the names a user types
 }
 STAGES = ("forward", "backward", "fine_tune")  # the config's sections of vt-train settings
 ENGINES = ("auto", "ctranslate2", "generate")  # what translates the training sentences (auto: the fastest installed)
-PIPELINE_SETTINGS = {"data_dir", "output_dir", "seed", "engine", *STAGES}
+PIPELINE_SETTINGS = {"data_dir", "output_dir", "seed", "engine", "deadline_minutes", *STAGES}
 
 
 class PipelineError(ValueError):
@@ -62,6 +62,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         choices=ENGINES,
         help="What translates the training pairs (default: the config's, else auto: CTranslate2 where installed, the "
         "faster engine, else generate()).",
+    )
+    parser.add_argument(
+        "--deadline_minutes",
+        type=float,
+        help="Minutes after the command starts by which the fine-tune's training stops, its cap shortened where the "
+        "first stages ran long (default: the config's, else none).",
     )
     return parser.parse_args(argv)
 
@@ -86,6 +92,9 @@ def read_pipeline(args: argparse.Namespace) -> dict:
     for stage in ("forward", "backward"):
         if "config" not in settings[stage]:
             raise PipelineError(f"{args.config}: {stage!r} needs a 'config' (the vt-train YAML file it starts from).")
+    deadline = settings.get("deadline_minutes")
+    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0):
+        raise PipelineError(f"{args.config}: deadline_minutes {deadline!r}: give a positive number of minutes.")
     if settings.get("engine", "auto") not in ENGINES:
         raise PipelineError(f"{args.config}: engine {settings['engine']!r}: use one of {', '.join(ENGINES)}.")
     return settings
@@ -212,6 +221,14 @@ def corpus_files(corpus: Path, data: DataArguments, languages: tuple[str, str]) 
     return training, [language_file(corpus / prefix, lang) for prefix in prefixes if prefix for lang in languages]
 
 
+def fine_tune_cap(cap: float, deadline: float, elapsed: float) -> float:
+    """The fine-tune's training cap in minutes: its own (0: none), shortened so that its training stops by the
+    deadline (minutes since the command started), so that the whole command ends in time on a slower machine; never
+    under a minute, so that a fine-tune there still runs."""
+    left = round(max(deadline - elapsed, 1.0), 1)
+    return min(cap, left) if cap else left
+
+
 def starting_point(forward: Path) -> Path:
     """What the fine-tune starts from: the forward run's last checkpoint (the weights its rate schedule left, which it
     goes on from), or its model folder where it kept no checkpoint."""
@@ -270,6 +287,13 @@ def main(argv: list[str] | None = None) -> None:
         "model_name_or_path": str(starting_point(models["forward"])),
         "output_dir": str(output / "model"),
     }
+    if "deadline_minutes" in pipeline:
+        cap = fine_tune_settings.get("max_train_minutes", 0)
+        if fine_tune[0].is_file():  # a begun fine-tune keeps the cap it began with, whatever the clock says now
+            cap = yaml.safe_load(fine_tune[0].read_text(encoding="utf-8")).get("max_train_minutes", cap)
+        else:
+            cap = fine_tune_cap(cap, pipeline["deadline_minutes"], (time.time() - started) / 60)
+        fine_tune_settings["max_train_minutes"] = cap
     model = train(fine_tune[0], fine_tune_settings, [])
     lines = [f"{stage}: {scores(folder)}" for stage, folder in models.items()]
     lines += [f"model: {scores(model)}", f"this command: {(time.time() - started) / 60:.1f} min"]
