@@ -562,6 +562,11 @@ CASES = [
     ("vt-diversify", "a misspelled setting in the pipeline's config", lambda d: diversify(d, "fine_tuen: {}\n")),
     (
         "vt-diversify",
+        "`deadline_minutes: 90m` in the pipeline's config",
+        lambda d: diversify(d, "deadline_minutes: 90m\n"),
+    ),
+    (
+        "vt-diversify",
         "a stage to train beside files an earlier run of it made",
         diversify_beside_an_earlier_runs_output,
     ),
