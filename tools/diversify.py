@@ -289,8 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     if "deadline_minutes" in pipeline:
         cap = fine_tune_settings.get("max_train_minutes", 0)
-        if fine_tune[0].is_file():  # a begun fine-tune keeps the cap it began with, whatever the clock says now
-            cap = yaml.safe_load(fine_tune[0].read_text(encoding="utf-8")).get("max_train_minutes", cap)
+        if fine_tune[0].is_file():  # begun: its settings file holds the cap, and write_settings refuses any other
+            cap = read_config(str(fine_tune[0])).get("max_train_minutes", cap)
         else:
             cap = fine_tune_cap(cap, pipeline["deadline_minutes"], (time.time() - started) / 60)
         fine_tune_settings["max_train_minutes"] = cap
