@@ -185,6 +185,8 @@ def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state
         ({"engine": "ct2"}, r"engine 'ct2': use one of auto, ctranslate2, generate"),
         ({"deadline_minutes": "90m"}, r"deadline_minutes '90m': give a positive number of minutes"),
         ({"deadline_minutes": 0}, r"deadline_minutes 0: give a positive number of minutes"),
+        ({"deadline_minutes": float("nan")}, r"deadline_minutes nan: give a positive number of minutes"),
+        ({"deadline_minutes": float("inf")}, r"deadline_minutes inf: give a positive number of minutes"),
         ({"forward": {"max_steps": 40}}, r"'forward' needs a 'config'"),
         ({"backward": None}, r"no 'backward' setting"),
         ({"fine_tune": [1]}, r"'fine_tune' must be a mapping"),

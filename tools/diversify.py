@@ -11,6 +11,7 @@ command run again goes on where a kill or an error stopped it.
 
 import argparse
 import importlib.util
+import math
 import os
 import shlex
 import shutil
@@ -93,7 +94,10 @@ def read_pipeline(args: argparse.Namespace) -> dict:
         if "config" not in settings[stage]:
             raise PipelineError(f"{args.config}: {stage!r} needs a 'config' (the vt-train YAML file it starts from).")
     deadline = settings.get("deadline_minutes")
-    if deadline is not None and (isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0):
+    # The chained comparison refuses YAML's .nan and .inf too: neither is a minute of the command.
+    if deadline is not None and (
+        isinstance(deadline, bool) or not isinstance(deadline, int | float) or not 0 < deadline < math.inf
+    ):
         raise PipelineError(f"{args.config}: deadline_minutes {deadline!r}: give a positive number of minutes.")
     if settings.get("engine", "auto") not in ENGINES:
         raise PipelineError(f"{args.config}: engine {settings['engine']!r}: use one of {', '.join(ENGINES)}.")
