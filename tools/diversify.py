@@ -94,9 +94,10 @@ def read_pipeline(args: argparse.Namespace) -> dict:
         if "config" not in settings[stage]:
             raise PipelineError(f"{args.config}: {stage!r} needs a 'config' (the vt-train YAML file it starts from).")
     deadline = settings.get("deadline_minutes")
-    # The chained comparison refuses YAML's .nan and .inf too: neither is a minute of the command.
     if deadline is not None and (
-        isinstance(deadline, bool) or not isinstance(deadline, int | float) or not 0 < deadline < math.inf
+        isinstance(deadline, bool)
+        or not isinstance(deadline, int | float)
+        or not (math.isfinite(deadline) and deadline > 0)
     ):
         raise PipelineError(f"{args.config}: deadline_minutes {deadline!r}: give a positive number of minutes.")
     if settings.get("engine", "auto") not in ENGINES:
