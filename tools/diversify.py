@@ -11,7 +11,6 @@ command run again goes on where a kill or an error stopped it.
 
 import argparse
 import importlib.util
-import math
 import os
 import shlex
 import shutil
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from vanilla_transformer.input_checks import is_finite_number
 from vanilla_transformer.training import (
     AveragingError,
     DataArguments,
@@ -94,11 +94,7 @@ def read_pipeline(args: argparse.Namespace) -> dict:
         if "config" not in settings[stage]:
             raise PipelineError(f"{args.config}: {stage!r} needs a 'config' (the vt-train YAML file it starts from).")
     deadline = settings.get("deadline_minutes")
-    if deadline is not None and (
-        isinstance(deadline, bool)
-        or not isinstance(deadline, int | float)
-        or not (math.isfinite(deadline) and deadline > 0)
-    ):
+    if deadline is not None and not (is_finite_number(deadline) and deadline > 0):
         raise PipelineError(f"{args.config}: deadline_minutes {deadline!r}: give a positive number of minutes.")
     if settings.get("engine", "auto") not in ENGINES:
         raise PipelineError(f"{args.config}: engine {settings['engine']!r}: use one of {', '.join(ENGINES)}.")

@@ -132,6 +132,11 @@ GENERATION_TOKENS = (
 )
 
 
+def is_finite_number(value: object) -> bool:
+    """A number as YAML or JSON gives one: an int or a float, finite; not a bool, which Python counts as an int."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def check_generation_settings(settings: dict, vocab_size: int, where: str) -> None:
     """Decoding settings of a generate() call or of a generation_config.json (`where` names which): counts are whole
     numbers in range, the length penalty a finite number, token ids in the vocabulary. transformers accepts most
@@ -142,9 +147,7 @@ def check_generation_settings(settings: dict, vocab_size: int, where: str) -> No
             hint = " (1 is greedy search)" if name == "num_beams" else ""
             raise ValueError(f"{where}: {name}={value!r}: must be a whole number of at least {least}{hint}.")
     penalty = settings.get("length_penalty")
-    if penalty is not None and (
-        isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not math.isfinite(penalty)
-    ):
+    if penalty is not None and not is_finite_number(penalty):
         raise ValueError(f"{where}: length_penalty={penalty!r}: must be a finite number.")
     for name in GENERATION_TOKENS:
         value = settings.get(name)
