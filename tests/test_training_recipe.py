@@ -576,6 +576,31 @@ def test_the_exponential_average_moves_toward_the_weights_each_step_and_resumes_
         torch.testing.assert_close(tensor, average[name], msg=name)
 
 
+def test_the_exponential_averages_update_is_torchs_averaged_model_update_bit_for_bit():
+    from types import SimpleNamespace
+
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    from vanilla_transformer.training.exponential_average import ExponentialAverage
+
+    from .helpers import tiny_model
+
+    model = tiny_model()
+    no_save = SimpleNamespace(should_save=False)
+    callback = ExponentialAverage(0.9)
+    callback.on_train_begin(no_save, SimpleNamespace(global_step=0), no_save, model=model)
+    reference = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.9), use_buffers=False)
+    for _ in range(5):  # a training step's change, then both updates
+        with torch.no_grad():
+            for weight in model.parameters():
+                weight.add_(torch.randn_like(weight))
+        callback.on_step_end(no_save, None, no_save, model=model)
+        reference.update_parameters(model)
+    for ours, torchs in zip(callback.average.module.parameters(), reference.module.parameters(), strict=True):
+        assert torch.equal(ours, torchs)
+    assert int(callback.average.n_averaged) == 5
+
+
 def test_a_checkpoint_without_an_exponential_average_is_not_resumed_with_one(tmp_path):
     trainer_on_pairs(tmp_path, learning_rate=0.01, warmup_steps=1, max_steps=2, max_tokens=16, save_steps=2).train()
     resumed = trainer_on_pairs(tmp_path, ema_decay=0.9, max_steps=4, max_tokens=16, save_steps=2)

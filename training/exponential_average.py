@@ -32,6 +32,7 @@ class ExponentialAverage(TrainerCallback):
     def __init__(self, decay: float):
         self.decay = decay
         self.average: AveragedModel | None = None
+        self.weight_lists: tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]] = ([], [])
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         # use_buffers=False: the model has no buffers that train (the sinusoids are fixed).
@@ -44,9 +45,16 @@ class ExponentialAverage(TrainerCallback):
                 )
             load_model(self.average.module, checkpoint / EXPONENTIAL_AVERAGE)
             self.average.n_averaged.fill_(state.global_step)  # not 0: the next update averages instead of copying
+        # Gathered once: update_parameters gathers both models' weights anew at every step, host work that a small
+        # model's step on a GPU waits for.
+        self.weight_lists = (list(self.average.module.parameters()), list(model.parameters()))
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
-        self.average.update_parameters(model)
+        if self.average.n_averaged == 0:
+            self.average.update_parameters(model)  # the first update copies the weights
+        else:  # torch's EMA update (a foreach lerp) on the lists gathered once
+            self.average.multi_avg_fn(*self.weight_lists, self.average.n_averaged)
+            self.average.n_averaged += 1
         if control.should_save and args.should_save:  # set by now: the Trainer saves after its callbacks' on_step_end
             checkpoint = checkpoint_folder(args, state)
             checkpoint.mkdir(parents=True, exist_ok=True)
