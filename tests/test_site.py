@@ -193,3 +193,17 @@ def test_a_site_is_not_written_over_a_folder_of_other_files(smoke_run, tmp_path)
     with pytest.raises(SystemExit, match="is not an explorer site"):
         site_main(["build", str(tmp_path / "project"), "--model", str(smoke_run[0]), "--force"])
     assert (tmp_path / "project" / "README.md").read_text(encoding="utf-8") == "# mine\n"
+
+
+def test_a_site_built_again_with_force_replaces_the_earlier_one(smoke_run, site, tmp_path):
+    """What scripts/train_and_translate.sh does when it is run again: the same site folder, --force."""
+    earlier = tmp_path / "site"
+    shutil.copytree(site, earlier)
+    (earlier / "stale.txt").write_text("from the earlier build\n", encoding="utf-8")
+    site_main(["build", str(earlier), "--model", str(smoke_run[0]), "--force"])
+    assert not (earlier / "stale.txt").exists()
+    assert {p.name for p in site.iterdir()} == {p.name for p in earlier.iterdir()}
+    (earlier / "mine").mkdir()  # a subfolder the explorer never writes: not a site to replace
+    with pytest.raises(SystemExit, match="is not an explorer site"):
+        site_main(["build", str(earlier), "--model", str(smoke_run[0]), "--force"])
+    assert (earlier / "mine").is_dir()

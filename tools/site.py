@@ -139,7 +139,8 @@ def build(
         raise SiteError(f"two model folders share a name ({', '.join(names)}): the page lists them by folder name.")
     if output_dir.exists() and not force:
         raise SiteError(f"{output_dir} exists: choose a new folder, or pass --force to replace an earlier site.")
-    problem = replacement_problem(output_dir, folders, "an explorer site", ("site.json", "index.html"))
+    marks, subfolders = ("site.json", "index.html"), ("lib", "models")  # what write_site writes
+    problem = replacement_problem(output_dir, folders, "an explorer site", marks, subfolders=subfolders)
     if problem:
         raise SiteError(problem)
     libraries = npm_libraries(Path(cache) if cache else Path.home() / ".cache" / "vanilla-transformer" / "npm")

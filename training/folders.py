@@ -14,13 +14,18 @@ from pathlib import Path
 
 
 def replacement_problem(
-    target: Path, read_from: Sequence[Path], kind: str, marks: Collection[str], foreign: Collection[str] = ()
+    target: Path,
+    read_from: Sequence[Path],
+    kind: str,
+    marks: Collection[str],
+    foreign: Collection[str] = (),
+    subfolders: Collection[str] = (),
 ) -> str | None:
     """Why putting a new `kind` folder at `target` would lose something; None where it would not.
 
     Lost would be: one of the `read_from` folders, when `target` is it or holds it, or what `target` holds when it
-    exists and is not an earlier `kind` folder (a folder without subfolders that holds all of `marks` and none of
-    `foreign`). An empty folder may be replaced.
+    exists and is not an earlier `kind` folder (a folder that holds all of `marks`, none of `foreign`, and no
+    subfolder but those named in `subfolders`). An empty folder may be replaced.
     """
     resolved = target.resolve()
     for source in read_from:
@@ -32,11 +37,12 @@ def replacement_problem(
         return None
     entries = sorted(entry.name for entry in resolved.iterdir()) if resolved.is_dir() else [resolved.name]
     names = set(entries)
-    earlier = set(marks) <= names and not names & set(foreign) and not any((resolved / e).is_dir() for e in entries)
+    unknown_subfolders = any((resolved / e).is_dir() and e not in subfolders for e in entries)
+    earlier = set(marks) <= names and not names & set(foreign) and not unknown_subfolders
     if entries and not earlier:
         return (
-            f"{target} exists and is not {kind} (it holds {first_names(entries)}): choose a new folder; only an "
-            f"earlier {kind} is replaced."
+            f"{target} exists and is not {kind} (it holds {first_names(entries)}): choose a new folder; only "
+            f"{kind} made earlier is replaced."
         )
     return None
 
