@@ -24,6 +24,9 @@ from vanilla_transformer.training import one_line_errors, replacement_problem, w
 
 EXPLORER = Path(__file__).with_name("explorer")
 PAGE_FILES = ("index.html", "explorer.js", "decoding.js", "explorer.css")
+SITE_INDEX = "site.json"
+# The site's two subfolders: a --force build may replace a folder holding these and no other.
+LIBRARY_FOLDER, MODELS_FOLDER = "lib", "models"
 # What the page loads from each npm package: onnxruntime-web's WASM build (single-threaded works on any static
 # server) and the tokenizer.
 LIBRARY_FILES = {
@@ -114,19 +117,19 @@ def write_site(models: list[Path], folder: Path, libraries: Path, quantization: 
 
     for name in PAGE_FILES:
         shutil.copy(EXPLORER / name, folder / name)
-    (folder / "lib").mkdir()
+    (folder / LIBRARY_FOLDER).mkdir()
     for package, files in LIBRARY_FILES.items():
         for name in files:
-            shutil.copy(libraries / package / name, folder / "lib" / name)
+            shutil.copy(libraries / package / name, folder / LIBRARY_FOLDER / name)
     entries = []
     for model in models:
-        exported = write_onnx(model, folder / "models" / model.name, quantization)
+        exported = write_onnx(model, folder / MODELS_FOLDER / model.name, quantization)
         settings = model_settings(exported)
         (exported / "explorer.json").write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", "utf-8")
         pair = f"{settings['source_lang']} → {settings['target_lang']}"
         entries.append({"name": model.name, "title": f"{model.name} ({pair})"})
     site = {"models": entries, "code": code_page(folder / "code.html")}
-    (folder / "site.json").write_text(json.dumps(site, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (folder / SITE_INDEX).write_text(json.dumps(site, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def build(
@@ -139,7 +142,7 @@ def build(
         raise SiteError(f"two model folders share a name ({', '.join(names)}): the page lists them by folder name.")
     if output_dir.exists() and not force:
         raise SiteError(f"{output_dir} exists: choose a new folder, or pass --force to replace an earlier site.")
-    marks, subfolders = ("site.json", "index.html"), ("lib", "models")  # what write_site writes
+    marks, subfolders = (SITE_INDEX, PAGE_FILES[0]), (LIBRARY_FOLDER, MODELS_FOLDER)
     problem = replacement_problem(output_dir, folders, "an explorer site", marks, subfolders=subfolders)
     if problem:
         raise SiteError(problem)

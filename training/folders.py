@@ -1,10 +1,10 @@
 """Writing a command's output folder where one may already be, without losing anything else.
 
-vt-export (`vanilla_transformer.tools.export`) and vt-average-checkpoints (`training.average_checkpoints`) write a whole
-folder and replace an earlier one of theirs. What they must never replace: the folder they read from, or a folder
-holding it (a training run with its checkpoints), and any folder that is not an earlier output of theirs (`.`, a
-project folder, a run). The new folder is written under a temporary name beside the target and put in place by
-renames, so a failure or a kill leaves the old folder as it was.
+vt-export (`vanilla_transformer.tools.export`), vt-average-checkpoints (`training.average_checkpoints`) and vt-site
+(`vanilla_transformer.tools.site`) write a whole folder and replace an earlier one of theirs. What they must never
+replace: the folder they read from, or a folder holding it (a training run with its checkpoints), and any folder that
+is not an earlier output of theirs (`.`, a project folder, a run). The new folder is written under a temporary name
+beside the target and put in place by renames, so a failure or a kill leaves the old folder as it was.
 """
 
 import os
