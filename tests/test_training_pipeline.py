@@ -208,6 +208,14 @@ def test_a_python_that_cannot_score_the_evaluation_is_told_so_before_training(tm
     assert not (tmp_path / "run").exists()  # before the vocabulary, the data and the training
 
 
+def test_a_python_without_mecab_is_told_so_before_training_into_japanese(tmp_path, monkeypatch):
+    monkeypatch.setattr("sacrebleu.tokenizers.tokenizer_ja_mecab.MeCab", None)  # as sacreBLEU leaves it without MeCab
+    message = r"scoring translations into 'ja': sacreBLEU's ja-mecab tokenizer .* pip install 'sacrebleu\[ja\]'"
+    with pytest.raises(ValueError, match=message):
+        train_main([*SMOKE, "--target_lang", "ja", "--output_dir", str(tmp_path / "run")])
+    assert not (tmp_path / "run").exists()
+
+
 def test_help_describes_the_command_and_trainer_settings_the_recipe_replaces_are_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parse_arguments(["--help"])

@@ -13,10 +13,9 @@ says the difference is larger than what the choice of sentences explains.
 import argparse
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
-from vanilla_transformer.training import bleu_tokenizer, one_line_errors
+from vanilla_transformer.training import bleu_metric, one_line_errors
 
 from .translate import positive_int
 from .tune_decoding import run_data_arguments, run_translator, translations, validation_pairs
@@ -25,7 +24,7 @@ from .tune_decoding import run_data_arguments, run_translator, translations, val
 def paired_bootstrap(systems: dict[str, list[str]], references: list[str], target_lang: str) -> list[dict]:
     """One row per system: sacreBLEU, the half-width of its 95% confidence interval, and (after the first) the
     difference from the first system and its p-value under sacreBLEU's paired bootstrap resampling."""
-    metric = BLEU(tokenize=bleu_tokenizer(target_lang))
+    metric = bleu_metric(target_lang)
     _, results = PairedTest(list(systems.items()), {"BLEU": metric}, [references], test_type="bs")()
     baseline = results["BLEU"][0].score
     first = next(iter(systems.values()))

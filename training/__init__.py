@@ -13,7 +13,7 @@ PUBLIC = {
     "AveragingError": "average_checkpoints",
     "CorpusError": "text_files",
     "DataArguments": "data",
-    "bleu_tokenizer": "metrics",
+    "bleu_metric": "metrics",
     "data_arguments": "arguments",
     "decode_lines": "text_files",
     "last_checkpoints": "average_checkpoints",

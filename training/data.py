@@ -306,7 +306,10 @@ def held_out_splits(corpus: DatasetDict, args: DataArguments, seed: int) -> Data
     for name, size, missing in cuts:
         if missing and size:
             if corpus["train"].num_rows <= size:
-                raise CorpusError(f"Cannot hold out {size} pairs for {name}: train has {corpus['train'].num_rows}.")
+                raise CorpusError(
+                    f"Cannot hold out {size} pairs for {name}: train has {corpus['train'].num_rows} "
+                    f"(a smaller --split_{name}_size, or a {name} file of its own)."
+                )
             parts = corpus["train"].train_test_split(test_size=size, seed=seed, shuffle=True)
             corpus["train"], corpus[name] = parts["train"], parts["test"]
             logger.info("Held out %d training pairs as the %s split (seed %d)", size, name, seed)

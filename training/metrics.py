@@ -15,9 +15,16 @@ from vanilla_transformer.pipeline_vanilla_transformer import lowercase_tokenizer
 CJK_LANGUAGES = ("zh", "ja", "ko")
 
 
-def bleu_tokenizer(target_lang: str) -> str:
-    """sacreBLEU's tokenizer for the target language: "zh" for Chinese, "13a" (its default) otherwise."""
-    return {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}.get(target_lang, "13a")
+def bleu_metric(target_lang: str) -> sacrebleu.metrics.BLEU:
+    """sacreBLEU with the tokenizer for the target language: "zh" for Chinese, MeCab for Japanese and Korean, "13a"
+    (its default) otherwise."""
+    tokenize = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}.get(target_lang, "13a")
+    try:
+        return sacrebleu.metrics.BLEU(tokenize=tokenize)
+    except RuntimeError:  # sacreBLEU's MeCab tokenizers say so, over several lines, when MeCab is not installed
+        raise ImportError(
+            f"sacreBLEU's {tokenize} tokenizer needs MeCab: pip install 'sacrebleu[{target_lang}]'"
+        ) from None
 
 
 def translation_scores(
@@ -27,7 +34,7 @@ def translation_scores(
     lowercased, Moses-tokenized text (multi-bleu style, as in the Multi30K literature)."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} translations for {len(references)} references.")
-    bleu = sacrebleu.metrics.BLEU(tokenize=bleu_tokenizer(target_lang))
+    bleu = bleu_metric(target_lang)
     chrf = sacrebleu.metrics.CHRF()
     scores: dict[str, float | str] = {
         "bleu": bleu.corpus_score(hypotheses, [references]).score,

@@ -69,7 +69,7 @@ def architecture(config: dict, parameters: int) -> str:
     return (
         f"{config['encoder_layers']}+{config['decoder_layers']} layers, d_model {config['d_model']}, "
         f"{config['encoder_attention_heads']} heads, FFN {config['encoder_ffn_dim']}, {layer_norm}, "
-        f"a {config['vocab_size']:,}-token vocabulary, {parameters / 1e6:.1f}M parameters"
+        f"a vocabulary of {config['vocab_size']:,} tokens, {parameters / 1e6:.1f}M parameters"
     )
 
 
