@@ -86,12 +86,16 @@ def test_the_page_translates_and_redraws_attention_in_a_real_browser(trained, pa
 
     folder = trained[0]
     browser.get(page_url)
-    source = wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#source textarea"), "the source box")[0]
-    source.send_keys(SOURCE)
-    browser.find_element(By.ID, "translate").click()
+
+    def shown(locator: str, by: str = By.CSS_SELECTOR):
+        """The first element the locator finds, waited for: Gradio draws its components one after another."""
+        return wait_for(lambda: browser.find_elements(by, locator), locator)[0]
+
+    shown("#source textarea").send_keys(SOURCE)
+    shown("#translate").click()
 
     def translation() -> str:
-        return browser.find_element(By.CSS_SELECTOR, "#translation textarea").get_attribute("value")
+        return shown("#translation textarea").get_attribute("value")
 
     assert wait_for(translation, "the translation") == translate(folder, [SOURCE])[0].strip()  # generate()'s own
 
@@ -100,8 +104,7 @@ def test_the_page_translates_and_redraws_attention_in_a_real_browser(trained, pa
         return images[0].get_attribute("src") if images else None
 
     first = wait_for(heatmap_source, "the attention heatmap")
-    layer_two = browser.find_element(By.XPATH, "//*[@id='layer']//label[normalize-space(.)='2']")
-    layer_two.click()
+    shown("//*[@id='layer']//label[normalize-space(.)='2']", By.XPATH).click()
     wait_for(lambda: heatmap_source() not in (None, first), "the heatmap of layer 2")
 
     artifacts = Path(os.environ.get("VT_TEST_ARTIFACTS", ROOT / "test-artifacts"))
