@@ -2,7 +2,9 @@
 
 import pytest
 
+from vanilla_transformer.tools import compare_models
 from vanilla_transformer.tools.compare_models import main, paired_bootstrap
+from vanilla_transformer.training import DataArguments
 from vanilla_transformer.training.average_checkpoints import last_checkpoints
 
 REFERENCES = [f"Ein Hund läuft über die Wiese Nummer {number}." for number in range(300)]
@@ -53,3 +55,13 @@ def test_one_model_is_nothing_to_compare(smoke_run):
     folder, _ = smoke_run
     with pytest.raises(SystemExit):
         main(["--run", str(folder), str(folder), str(folder)])
+
+
+def test_a_python_without_mecab_is_told_so_before_anything_is_translated(smoke_run, monkeypatch):
+    folder, _ = smoke_run
+    monkeypatch.setattr("sacrebleu.tokenizers.tokenizer_ja_mecab.MeCab", None)  # as sacreBLEU leaves it without MeCab
+    monkeypatch.setattr(compare_models, "run_data_arguments", lambda run: (DataArguments(target_lang="ja"), 1))
+    monkeypatch.setattr(compare_models, "run_translator", None)  # translating would fail differently
+    message = r"error: scoring translations into 'ja': .* pip install 'sacrebleu\[ja\]'; nothing was translated\.$"
+    with pytest.raises(SystemExit, match=message):
+        compare_models.main(["--run", str(folder), str(folder), str(folder / "averaged")])

@@ -1,7 +1,10 @@
 """tools.tune_decoding: checkpoint averaging, beam and length penalty scored on a finished run's validation set."""
 
+import sys
+
 import pytest
 
+from vanilla_transformer.tools import tune_decoding
 from vanilla_transformer.tools.tune_decoding import main
 
 
@@ -33,3 +36,12 @@ def test_average_0_scores_the_model_the_run_shipped(smoke_run, capsys):
     shipped = report["summary"]["shipped_model"]
     assert row[0] == "shipped"
     assert row[3].split()[0] == f"{report['results'][shipped]['validation']['bleu']:.2f}"
+
+
+def test_a_python_that_cannot_score_is_told_so_before_anything_is_translated(smoke_run, monkeypatch):
+    folder, _ = smoke_run
+    monkeypatch.setitem(sys.modules, "sacremoses", None)  # a Python without sacremoses: the tokenized BLEU fails
+    monkeypatch.setattr(tune_decoding, "run_translator", None)  # translating would fail differently
+    message = r"error: scoring translations into 'de': the tokenized BLEU .* pip install sacremoses.*; nothing was tr"
+    with pytest.raises(SystemExit, match=message):
+        tune_decoding.main([str(folder)])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sacrebleu.significance import PairedTest
 
-from vanilla_transformer.training import bleu_metric, one_line_errors
+from vanilla_transformer.training import bleu_metric, check_scoring, one_line_errors
 
 from .translate import positive_int
 from .tune_decoding import run_data_arguments, run_translator, translations, validation_pairs
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("give at least two different model folders to compare.")
 
     data_args, seed = run_data_arguments(args.run)
+    check_scoring(data_args.target_lang, "nothing was translated")
     sources, references, target_lang = validation_pairs(data_args, seed)
     systems = {}
     for folder in args.models:

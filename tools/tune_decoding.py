@@ -20,6 +20,7 @@ from vanilla_transformer import TranslationPipeline
 from vanilla_transformer.training import (
     AveragingError,
     DataArguments,
+    check_scoring,
     last_checkpoints,
     load_parallel_corpus,
     one_line_errors,
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     data_args, seed = run_data_arguments(args.run_dir)
+    check_scoring(data_args.target_lang, "nothing was translated")
     pairs = validation_pairs(data_args, seed)
     with tempfile.TemporaryDirectory() as scratch:
         for count in args.average:

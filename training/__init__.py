@@ -14,6 +14,7 @@ PUBLIC = {
     "CorpusError": "text_files",
     "DataArguments": "data",
     "bleu_metric": "metrics",
+    "check_scoring": "metrics",
     "data_arguments": "arguments",
     "decode_lines": "text_files",
     "last_checkpoints": "average_checkpoints",

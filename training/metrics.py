@@ -57,13 +57,13 @@ def translation_scores(
     return scores
 
 
-def check_scoring(target_lang: str) -> None:
-    """The evaluation's scores can be computed in this Python: one sentence scored before training, so that a missing
-    package ends the run before its training rather than after it."""
+def check_scoring(target_lang: str, nothing_done: str = "nothing was trained") -> None:
+    """The evaluation's scores can be computed in this Python: one sentence scored before the work, so that a missing
+    package ends a command before its training or translating rather than after it."""
     try:
         translation_scores(["a"], ["a"], target_lang)
     except ImportError as error:
-        raise ValueError(f"scoring translations into {target_lang!r}: {error}; nothing was trained.") from None
+        raise ValueError(f"scoring translations into {target_lang!r}: {error}; {nothing_done}.") from None
 
 
 def decode(tokenizer, token_ids: np.ndarray) -> list[str]:
