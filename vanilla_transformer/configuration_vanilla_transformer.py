@@ -6,8 +6,10 @@ the Trainer) finds what it looks for.
 """
 
 import dataclasses
+import os
 
 from transformers import PretrainedConfig  # 4.x's name; 5.x keeps it as an alias of PreTrainedConfig
+from transformers.dynamic_module_utils import custom_object_save
 
 LAYER_NORM_POSITIONS = ("post", "pre")
 POSITIVE_INTEGERS = (
@@ -176,6 +178,17 @@ class VanillaTransformerConfig(PretrainedConfig):
     @custom_pipelines.setter
     def custom_pipelines(self, value: dict) -> None:
         self.__dict__["custom_pipelines"] = value  # where to_dict() finds it, so config.json keeps it
+
+    def save_pretrained(self, save_directory: str | os.PathLike, **kwargs) -> None:
+        """PreTrainedConfig's, with the translation pipeline's code beside the configuration's: config.json may name it
+        (`custom_pipelines`, as training writes it), and a model loaded from such a folder and saved again
+        (Seq2SeqTrainer's `save_model` after a fine-tune) must not name a file that its folder lacks."""
+        super().save_pretrained(save_directory, **kwargs)
+        # A relative import, which transformers follows: where it loads this file as remote code, it fetches the
+        # pipeline's file too, so this import works there as well.
+        from .pipeline_vanilla_transformer import TranslationPipeline
+
+        custom_object_save(TranslationPipeline, save_directory)
 
     @classmethod
     def big(cls, **kwargs) -> "VanillaTransformerConfig":
