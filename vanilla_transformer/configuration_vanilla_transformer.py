@@ -7,9 +7,12 @@ the Trainer) finds what it looks for.
 
 import dataclasses
 import os
+import shutil
 
 from transformers import PretrainedConfig  # 4.x's name; 5.x keeps it as an alias of PreTrainedConfig
-from transformers.dynamic_module_utils import custom_object_save
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
 
 LAYER_NORM_POSITIONS = ("post", "pre")
 POSITIVE_INTEGERS = (
@@ -25,6 +28,9 @@ POSITIVE_INTEGERS = (
 PROBABILITIES = ("dropout", "attention_dropout", "activation_dropout")
 BOOLEANS = ("scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings")
 SPECIAL_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+# The translation pipeline's code, which config.json names under `custom_pipelines` in the folders training writes.
+PIPELINE_FILE = "pipeline_vanilla_transformer.py"
 
 # The paper's big model (Table 3, row "big") differs from the base model in these fields only.
 BIG_MODEL_OVERRIDES = {
@@ -180,15 +186,29 @@ class VanillaTransformerConfig(PretrainedConfig):
         self.__dict__["custom_pipelines"] = value  # where to_dict() finds it, so config.json keeps it
 
     def save_pretrained(self, save_directory: str | os.PathLike, **kwargs) -> None:
-        """PreTrainedConfig's, with the translation pipeline's code beside the configuration's: config.json may name it
-        (`custom_pipelines`, as training writes it), and a model loaded from such a folder and saved again
-        (Seq2SeqTrainer's `save_model` after a fine-tune) must not name a file that its folder lacks."""
+        """PreTrainedConfig's, and the translation pipeline's code beside config.json where it names it: a model loaded
+        from a trained folder and saved again (Seq2SeqTrainer's `save_model` after a fine-tune) would otherwise name a
+        file that its folder lacks, and `pipeline("translation", trust_remote_code=True)` would fail there."""
         super().save_pretrained(save_directory, **kwargs)
-        # A relative import, which transformers follows: where it loads this file as remote code, it fetches the
-        # pipeline's file too, so this import works there as well.
-        from .pipeline_vanilla_transformer import TranslationPipeline
+        if "translation" in self.__dict__.get("custom_pipelines", {}):
+            try:
+                shutil.copyfile(self._pipeline_code(), os.path.join(save_directory, PIPELINE_FILE))
+            except OSError as error:  # the model's weights are written after its config, and must be
+                logger.warning(
+                    f"{PIPELINE_FILE} was not saved with the config ({error}): pipeline('translation') on the folder "
+                    "then needs `import vanilla_transformer; vanilla_transformer.register_translation_task()`."
+                )
 
-        custom_object_save(TranslationPipeline, save_directory)
+    def _pipeline_code(self) -> str:
+        """The pipeline's file: beside this one in the package, else in the folder (or Hub repo) this was loaded from,
+        where transformers has loaded this file as remote code. Not imported: transformers 4.x, which would then copy
+        it into its cache beside this file, does not copy the files that it imports in turn."""
+        beside = os.path.join(os.path.dirname(__file__), PIPELINE_FILE)
+        if os.path.isfile(beside):
+            return beside
+        from transformers.utils import cached_file  # here: the Hub's client is only needed for remote code
+
+        return cached_file(self._name_or_path, PIPELINE_FILE)
 
     @classmethod
     def big(cls, **kwargs) -> "VanillaTransformerConfig":
