@@ -25,6 +25,7 @@ from vanilla_transformer.training.average_checkpoints import last_checkpoints
 from vanilla_transformer.training.average_checkpoints import main as average_main
 from vanilla_transformer.training.hub import hub_files
 from vanilla_transformer.training.recipe import TranslationTrainer
+from vanilla_transformer.training.train import cli as train_cli
 from vanilla_transformer.training.train import main as train_main
 
 from .helpers import (
@@ -683,3 +684,22 @@ def test_publish_uploads_exactly_the_hub_files(smoke_run, monkeypatch):
     assert upload["repo_id"] == "me/model" and upload["folder_path"] == str(folder)
     assert upload["ignore_patterns"] == hub.NOT_PUBLISHED
     assert not any(name.startswith(("checkpoint-", "averaged", "runs/")) for name in hub_files(folder))
+
+
+def test_a_failed_upload_ends_in_one_line_that_says_where_the_model_is(tmp_path, monkeypatch, capsys):
+    from vanilla_transformer.training import hub
+
+    class UnreachableHub:  # huggingface_hub's HTTP client raises errors of its own, not OSError
+        def __init__(self, token=None):
+            pass
+
+        def create_repo(self, repo_id, **kwargs):
+            raise type("ConnectError", (Exception,), {})("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(hub, "HfApi", UnreachableHub)
+    run = tmp_path / "run"
+    failure = f"publishing {run} to the Hub as me/smoke failed (ConnectError: [Errno -2] Name or service not known)"
+    kept = f"The trained model is in {run}: the same command run again "
+    with pytest.raises(SystemExit, match=re.escape(f"error: {failure}. {kept}") + r".* without training\.$"):
+        train_cli([*SMOKE, "--output_dir", str(run), "--push_to_hub", "--hub_model_id", "me/smoke"])
+    assert (run / "results.json").is_file() and "== training summary ==" in capsys.readouterr().out

@@ -48,14 +48,27 @@ def hub_files(folder: str | Path) -> list[str]:
     return sorted(filter_repo_objects(files, ignore_patterns=NOT_PUBLISHED))
 
 
+class PublishError(ValueError):
+    """The upload of a finished run failed; the message names the repository, the reason and where the model is."""
+
+
 def publish(folder: str | Path, repo_id: str, token: str | None = None, private: bool = False) -> str:
     """Create (or reuse) the model repository and upload the folder; returns the commit URL."""
     api = HfApi(token=token)
-    api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
-    commit = api.upload_folder(
-        repo_id=repo_id,
-        folder_path=str(folder),
-        ignore_patterns=NOT_PUBLISHED,
-        commit_message="Upload vanilla Transformer trained with training.train",
-    )
+    try:
+        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=str(folder),
+            ignore_patterns=NOT_PUBLISHED,
+            commit_message="Upload vanilla Transformer trained with training.train",
+        )
+    # No network, no token, no rights, a full quota: huggingface_hub's HTTP client raises errors of its own classes,
+    # and whichever it is, the run's model is safe in its folder.
+    except Exception as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise PublishError(
+            f"publishing {folder} to the Hub as {repo_id} failed ({type(error).__name__}: {reason}). The trained "
+            f"model is in {folder}: the same command run again evaluates it and publishes it, without training."
+        ) from error
     return str(commit)

@@ -469,9 +469,9 @@ def main(argv: list[str] | None = None) -> dict:
     summary = run_summary(trainer, train_result.metrics["train_runtime"], tokenized, results, started)
     if args.should_save:
         write_model_folder(trainer, arguments, corpus, results, summary)
+        print_summary(summary, results[summary["shipped_model"]])  # first: an upload can fail
         if push_to_hub:
             logger.info("Published: %s", publish(output_dir, args.hub_model_id or output_dir.name, args.hub_token))
-        print_summary(summary, results[summary["shipped_model"]])
     return {"summary": summary, "results": results}
 
 
