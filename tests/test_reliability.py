@@ -405,6 +405,11 @@ def fine_tune_missing_folder(d: Path):
     train(d, "--model_name_or_path", str(d / "nowhere"))
 
 
+def fine_tune_unreachable_hub_model(d: Path):
+    with mock.patch.object(huggingface_hub.constants, "HF_HUB_OFFLINE", True):
+        train(d, "--model_name_or_path", "someone/nowhere")
+
+
 def average_other_vocabularies(d: Path, run: Path):
     other = model_copy(d, run / "checkpoint-100")
     (other / "tokenizer.json").write_bytes(swapped_tokens((other / "tokenizer.json").read_bytes()))
@@ -563,6 +568,7 @@ CASES = [
     ("vt-train", "`--vocab_size 5` (fewer than the corpus's characters)", train_with("--vocab_size", "5")),
     ("vt-train", "`--vocab_size 100000` (more than the corpus holds)", train_with("--vocab_size", "100000")),
     ("vt-train", "`--model_name_or_path` names a missing folder", fine_tune_missing_folder),
+    ("vt-train", "`--model_name_or_path` a Hub id, the Hub out of reach", fine_tune_unreachable_hub_model),
     ("vt-average-checkpoints", "checkpoints of other vocabularies", average_other_vocabularies),
     ("vt-average-checkpoints", "a checkpoint whose weights were cut short", average_cut_checkpoint),
     ("vt-diversify", "a misspelled setting in the pipeline's config", lambda d: diversify(d, "fine_tuen: {}\n")),

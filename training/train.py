@@ -84,13 +84,24 @@ SHAPING_SETTINGS = (
 )
 
 
+def base_model_tokenizer(name: str):
+    """The tokenizer of the model that --model_name_or_path names: a folder (checked with the arguments) or a Hub id,
+    the first of whose files is fetched here."""
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except OSError as error:
+        reason = str(error).strip().splitlines()[0]
+        missing = "no such folder here, nor a model on the Hub"
+        raise ValueError(f"--model_name_or_path {name}: {missing} ({reason})") from None
+
+
 def load_or_train_tokenizer(
     model_args: ModelArguments, vocab_args: VocabularyArguments, corpus, output_dir: Path, resuming: bool
 ):
     """The fine-tuned model's vocabulary; else the one already in `output_dir` when it was trained with the same
     settings on the same pairs (a resumed run, or another process of this one); else a new one."""
     if model_args.model_name_or_path:  # fine-tuning keeps the model's vocabulary
-        return AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+        return base_model_tokenizer(model_args.model_name_or_path)
     train = corpus["train"]
     record = {"settings": asdict(vocab_args), "training_pairs": train.num_rows, "sha256": pairs_digest(train)}
     saved = output_dir / VOCABULARY_RECORD
