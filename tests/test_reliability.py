@@ -91,6 +91,11 @@ def tsv_without_tab(d: Path):
     load(train_file=str(d / "pairs.tsv"))
 
 
+def csv_without_the_target_column(d: Path):
+    (d / "pairs.csv").write_text("english,german\na dog,ein Hund\n", encoding="utf-8")
+    load(train_file=str(d / "pairs.csv"))
+
+
 def too_few_pairs_to_hold_out(d: Path):
     (d / "pairs.tsv").write_text("".join(f"dog {i}\tHund {i}\n" for i in range(300)), encoding="utf-8")
     load(train_file=str(d / "pairs.tsv"))
@@ -473,6 +478,7 @@ CASES = [
     ("training data", "a `.gz` file cut off while copying", cut_off_gzip),
     ("training data", "empty files", empty_files),
     ("training data", "a TSV line without a tab", tsv_without_tab),
+    ("training data", "a CSV whose header row names no column `en` (`english,german`)", csv_without_the_target_column),
     ("training data", "a TSV of 300 pairs, no validation file (1,000 held out by default)", too_few_pairs_to_hold_out),
     ("training data", "a JSONL value that is not a string", jsonl_number),
     ("training data", "a JSONL line that is not JSON", jsonl_not_json),

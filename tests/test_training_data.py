@@ -248,3 +248,29 @@ def test_the_literature_preprocessing_lowercases_and_tokenizes_every_split(tmp_p
     assert untouched["test_a"][0]["source"] == "A man's dog runs."
     with pytest.raises(CorpusError, match="--preprocess 'lowercase': use one of none, lowercase_tokenized"):
         load_parallel_corpus(DataArguments(data_dir=str(tmp_path), preprocess="lowercase"), seed=0)
+
+
+def test_csv_with_a_header_row_of_languages_quoted_commas_and_extra_columns(tmp_path):
+    path = tmp_path / "pairs.csv"
+    rows = ["\ufeffid,de,en", *(f'{n},"{de}","{en}, too"' for n, (en, de) in enumerate(PAIRS)), ""]
+    path.write_text("\r\n".join(rows), encoding="utf-8")  # as a spreadsheet on Windows writes it
+    args = DataArguments(train_file=str(path), split_validation_size=2, split_test_size=2)
+    corpus = load_parallel_corpus(args, seed=3)
+    assert {split: d.num_rows for split, d in corpus.items()} == {"train": 4, "validation": 2, "test": 2}
+    everything = {(row["source"], row["target"]) for split in corpus.values() for row in split}
+    assert everything == {(f"{en}, too", de) for en, de in PAIRS}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("en,fr\na,b\n", r"pairs\.csv, line 1: no 'de' column \(the header row names \['en', 'fr'\]"),
+        ('en,de\na,b\n"c\n', r"pairs\.csv, line 3: 1 column\(s\), expected 2"),
+        ("", r"pairs\.csv is empty"),
+    ],
+)
+def test_bad_csv_names_the_line(tmp_path, text, message):
+    path = tmp_path / "pairs.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(CorpusError, match=message):
+        load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)

@@ -1,4 +1,4 @@
-"""Parallel corpora through `datasets`: a Hub dataset, line-aligned text files, TSV or JSON lines.
+"""Parallel corpora through `datasets`: a Hub dataset, line-aligned text files, TSV, CSV or JSON lines.
 
 Every source becomes a `DatasetDict` with two string columns, "source" and "target", and a "train" split, a
 "validation" split and one or more test splits. When the source has no validation or test split, they are cut
@@ -7,6 +7,7 @@ from the training data with `Dataset.train_test_split` and the run's seed: the s
 Bad data raises `CorpusError` naming the file and line; empty pairs are dropped with a count in the log.
 """
 
+import csv
 import hashlib
 import itertools
 import json
@@ -47,9 +48,9 @@ class DataArguments:
     train_prefix: str = field(default="train", metadata={"help": "With --data_dir: the training files' prefix."})
     validation_prefix: str | None = field(default="val", metadata={"help": "With --data_dir: validation prefix."})
     test_prefixes: list[str] = field(default_factory=list, metadata={"help": "With --data_dir: test prefixes."})
-    train_file: str | None = field(default=None, metadata={"help": "A .tsv or .jsonl training file."})
-    validation_file: str | None = field(default=None, metadata={"help": "A .tsv or .jsonl validation file."})
-    test_files: list[str] = field(default_factory=list, metadata={"help": ".tsv or .jsonl test files."})
+    train_file: str | None = field(default=None, metadata={"help": "A .tsv, .csv or .jsonl training file."})
+    validation_file: str | None = field(default=None, metadata={"help": "A .tsv, .csv or .jsonl validation file."})
+    test_files: list[str] = field(default_factory=list, metadata={"help": ".tsv, .csv or .jsonl test files."})
     tsv_languages: list[str] = field(
         default_factory=list,
         metadata={"help": "Language of each TSV column, e.g. en zh (further columns are ignored)."},
@@ -193,6 +194,37 @@ def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
         raise CorpusError(f"{files[0]} is empty.")
 
 
+def read_csv(path: Path, source_lang: str, target_lang: str) -> Dataset:
+    """Comma-separated values, as spreadsheets export them: a header row names each column's language (en,de), and
+    further columns are kept out."""
+    return pairs_dataset(csv_pairs, (path,), languages=(source_lang, target_lang))
+
+
+def csv_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
+    path = files[0]
+    rows = csv.reader(read_lines(path))  # counts the lines it reads: a quoted field may hold a comma
+    try:
+        header = next(rows, None)
+        if header is None:
+            raise CorpusError(f"{path} is empty.")
+        for lang in languages:
+            if lang not in header:
+                raise CorpusError(
+                    f"{path}, line 1: no {lang!r} column (the header row names {header}; it names each column's "
+                    "language)."
+                )
+        source_column, target_column = (header.index(lang) for lang in languages)
+        for row in rows:
+            if not any(field.strip() for field in row):  # a blank line is an empty pair, dropped later with a count
+                yield {"source": "", "target": ""}
+                continue
+            if len(row) < len(header):
+                raise CorpusError(f"{path}, line {rows.line_num}: {len(row)} column(s), expected {len(header)}.")
+            yield {"source": row[source_column], "target": row[target_column]}
+    except csv.Error as error:  # e.g. a field beyond csv's size limit
+        raise CorpusError(f"{path}, line {rows.line_num}: not CSV ({error}).") from None
+
+
 def read_file(path: str, args: DataArguments) -> Dataset:
     if not os.path.isfile(path):
         raise CorpusError(f"{path}: no such file.")
@@ -203,7 +235,11 @@ def read_file(path: str, args: DataArguments) -> Dataset:
         )
     if ".jsonl" in suffixes or ".json" in suffixes:
         return read_jsonl(Path(path), args.source_lang, args.target_lang)
-    raise CorpusError(f"{path}: unknown file type; use .tsv or .jsonl (or --data_dir for line-aligned text files).")
+    if ".csv" in suffixes:
+        return read_csv(Path(path), args.source_lang, args.target_lang)
+    raise CorpusError(
+        f"{path}: unknown file type; use .tsv, .csv or .jsonl (or --data_dir for line-aligned text files)."
+    )
 
 
 def read_hub_dataset(args: DataArguments) -> DatasetDict:
