@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -195,13 +196,15 @@ def test_a_site_is_not_written_over_a_folder_of_other_files(smoke_run, tmp_path)
     assert (tmp_path / "project" / "README.md").read_text(encoding="utf-8") == "# mine\n"
 
 
-def test_a_site_built_again_with_force_replaces_the_earlier_one(smoke_run, site, tmp_path):
+def test_a_site_built_again_with_force_replaces_the_earlier_one(smoke_run, site, tmp_path, capsys):
     """What scripts/train_and_translate.sh does when it is run again: the same site folder, --force."""
-    earlier = tmp_path / "site"
+    earlier = tmp_path / "my site"
     shutil.copytree(site, earlier)
     (earlier / "stale.txt").write_text("from the earlier build\n", encoding="utf-8")
     site_main(["build", str(earlier), "--model", str(smoke_run[0]), "--force"])
     assert not (earlier / "stale.txt").exists()
+    serve = capsys.readouterr().out.split(": ", 1)[1].split(", then open")[0]  # the command it prints, to paste
+    assert shlex.split(serve) == ["python", "-m", "http.server", "-d", str(earlier), "8000"]
     assert {p.name for p in site.iterdir()} == {p.name for p in earlier.iterdir()}
     (earlier / "mine").mkdir()  # a subfolder the explorer never writes: not a site to replace
     with pytest.raises(SystemExit, match="is not an explorer site"):

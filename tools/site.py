@@ -15,6 +15,7 @@ import hashlib
 import html
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -171,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     site = build(args.model, args.output, args.quantization, args.force, args.npm_cache)
-    print(f"Explorer written to {site}: python -m http.server -d {site} 8000, then open http://127.0.0.1:8000")
+    serve = shlex.join(["python", "-m", "http.server", "-d", str(site), "8000"])  # a folder's spaces quoted
+    print(f"Explorer written to {site}: {serve}, then open http://127.0.0.1:8000")
 
 
 if __name__ == "__main__":
