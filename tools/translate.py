@@ -39,6 +39,7 @@ from vanilla_transformer.pipeline_vanilla_transformer import reads_nothing, text
 from vanilla_transformer.training import (
     CorpusError,
     decode_lines,
+    first_line,
     one_line_errors,
     read_lines,
     reuse_freed_memory,
@@ -250,7 +251,7 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
         damaged = "its weights file cannot be read, cut short or damaged: copy or download it again"
         raise ModelFolderError(f"{name} cannot be loaded: {damaged}") from None
     except (OSError, ValueError) as error:
-        reason = str(error).strip().split("\n")[0]
+        reason = first_line(error)
         if folder.is_dir():
             raise ModelFolderError(f"{name} cannot be loaded: {reason}") from None
         raise ModelFolderError(f"--model {name}: no such folder here, nor a model on the Hub ({reason})") from None

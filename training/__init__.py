@@ -17,6 +17,7 @@ PUBLIC = {
     "check_scoring": "metrics",
     "data_arguments": "arguments",
     "decode_lines": "text_files",
+    "first_line": "console",
     "last_checkpoints": "average_checkpoints",
     "language_file": "data",
     "one_line_errors": "console",

@@ -28,6 +28,13 @@ FULL_DISK = "free some space and run the same command again"
 NOT_WRITABLE = "the folder is read-only, immutable or not yours: choose another folder, or change its permissions"
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message ("" for none): libraries' messages run to several lines, a hint or a
+    traceback of their own below the reason."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
 def os_error_message(error: OSError) -> str:
     """An OSError as a sentence that names its file."""
     place = f"{error.filename}: " if error.filename else ""
@@ -56,7 +63,7 @@ def one_line_errors(main: Callable[[list[str] | None], object]) -> Callable[[lis
         except ValueError as error:  # the project's checks, each naming what is wrong
             raise SystemExit(f"error: {error}") from None
         except (RuntimeError, SafetensorError) as error:
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            reason = first_line(error) or type(error).__name__
             if any(failure in str(error) for failure in WRITE_FAILURES):
                 raise SystemExit(f"error: writing a file failed ({reason}), as on a full disk: {FULL_DISK}.") from None
             raise

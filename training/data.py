@@ -23,6 +23,7 @@ from datasets.exceptions import DatasetGenerationError
 
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, lowercase_tokenizer
 
+from .console import first_line
 from .text_files import CorpusError, read_lines
 
 logger = logging.getLogger(__name__)
@@ -247,8 +248,7 @@ def read_hub_dataset(args: DataArguments) -> DatasetDict:
     try:
         raw = load_dataset(args.dataset_name, args.dataset_config_name)
     except (OSError, ValueError) as error:  # not on the Hub, unreachable (offline), or no such configuration
-        reason = str(error).strip().split("\n")[0]
-        raise CorpusError(f"--dataset_name {args.dataset_name}: cannot be loaded ({reason})") from None
+        raise CorpusError(f"--dataset_name {args.dataset_name}: cannot be loaded ({first_line(error)})") from None
     pairs = DatasetDict()
     for split, dataset in raw.items():
         if "translation" in dataset.column_names:

@@ -10,6 +10,7 @@ from pathlib import Path
 from huggingface_hub import HfApi
 from huggingface_hub.utils import filter_repo_objects
 
+from .console import first_line
 from .tokenizer import VOCABULARY_RECORD
 
 # Inside a run's output folder but not part of the model: checkpoints, logs, Trainer state. huggingface_hub's
@@ -63,12 +64,10 @@ def publish(folder: str | Path, repo_id: str, token: str | None = None, private:
             ignore_patterns=NOT_PUBLISHED,
             commit_message="Upload vanilla Transformer trained with training.train",
         )
-    # No network, no token, no rights, a full quota: huggingface_hub's HTTP client raises errors of its own classes,
-    # and whichever it is, the run's model is safe in its folder.
-    except Exception as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    except Exception as error:  # no network, token or rights: the Hub client's error classes are not OSError's
+        failure = f"{type(error).__name__}: {first_line(error)}"
         raise PublishError(
-            f"publishing {folder} to the Hub as {repo_id} failed ({type(error).__name__}: {reason}). The trained "
-            f"model is in {folder}: the same command run again evaluates it and publishes it, without training."
+            f"publishing {folder} to the Hub as {repo_id} failed ({failure}). The trained model is in {folder}: "
+            "the same command run again evaluates it and publishes it, without training."
         ) from error
     return str(commit)

@@ -33,7 +33,7 @@ from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, V
 from .average_checkpoints import last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
 from .checkpoints import WEIGHTS, newest_complete_checkpoint, numbered_checkpoints
-from .console import one_line_errors
+from .console import first_line, one_line_errors
 from .data import CorpusError, column_values, load_parallel_corpus, testing_splits, tokenize_corpus
 from .folders import first_names, move_files_into, write_folder
 from .hub import make_tokenizer_config_portable, publish
@@ -90,9 +90,8 @@ def base_model_tokenizer(name: str):
     try:
         return AutoTokenizer.from_pretrained(name)
     except OSError as error:
-        reason = str(error).strip().splitlines()[0]
         missing = "no such folder here, nor a model on the Hub"
-        raise ValueError(f"--model_name_or_path {name}: {missing} ({reason})") from None
+        raise ValueError(f"--model_name_or_path {name}: {missing} ({first_line(error)})") from None
 
 
 def load_or_train_tokenizer(
