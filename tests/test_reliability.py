@@ -96,6 +96,11 @@ def csv_without_the_target_column(d: Path):
     load(train_file=str(d / "pairs.csv"))
 
 
+def tsv_in_the_other_order(d: Path):
+    (d / "cmn-eng.tsv").write_text("I am a student.\t我是一个学生。\n" * 1200, encoding="utf-8")
+    load(train_file=str(d / "cmn-eng.tsv"), source_lang="zh", target_lang="en")
+
+
 def too_few_pairs_to_hold_out(d: Path):
     (d / "pairs.tsv").write_text("".join(f"dog {i}\tHund {i}\n" for i in range(300)), encoding="utf-8")
     load(train_file=str(d / "pairs.tsv"))
@@ -479,6 +484,11 @@ CASES = [
     ("training data", "empty files", empty_files),
     ("training data", "a TSV line without a tab", tsv_without_tab),
     ("training data", "a CSV whose header row names no column `en` (`english,german`)", csv_without_the_target_column),
+    (
+        "training data",
+        "Tatoeba's `cmn-eng.tsv` (English first) with `--source_lang zh --target_lang en`, no `--tsv_languages`",
+        tsv_in_the_other_order,
+    ),
     ("training data", "a TSV of 300 pairs, no validation file (1,000 held out by default)", too_few_pairs_to_hold_out),
     ("training data", "a JSONL value that is not a string", jsonl_number),
     ("training data", "a JSONL line that is not JSON", jsonl_not_json),

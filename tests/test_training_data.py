@@ -274,3 +274,49 @@ def test_bad_csv_names_the_line(tmp_path, text, message):
     path.write_text(text, encoding="utf-8")
     with pytest.raises(CorpusError, match=message):
         load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
+
+
+ZH_EN = [
+    ("我是一个学生。", "I am a student."),
+    ("我有一只猫。", "I have a cat."),
+    ("你好。", "Hello."),
+    ("谢谢！", "Thanks!"),
+]
+
+
+def test_a_tsv_in_the_other_order_is_refused_with_the_columns_to_name(tmp_path):
+    path = tmp_path / "cmn-eng.tsv"  # as Tatoeba's file: English first, then Chinese, then attribution
+    path.write_text("".join(f"{en}\t{zh}\tCC-BY\n" for zh, en in ZH_EN * 3), encoding="utf-8")
+    sizes = {"split_validation_size": 2, "split_test_size": 2}
+    args = DataArguments(train_file=str(path), source_lang="zh", target_lang="en", **sizes)
+    message = r"cmn-eng\.tsv: the text read as --source_lang zh is in Latin letters .* --tsv_languages en zh\."
+    with pytest.raises(CorpusError, match=message):
+        load_parallel_corpus(args, seed=0)
+    args = DataArguments(train_file=str(path), source_lang="zh", target_lang="en", tsv_languages=["en", "zh"], **sizes)
+    corpus = load_parallel_corpus(args, seed=0)
+    assert {(row["source"], row["target"]) for split in corpus.values() for row in split} == set(ZH_EN)
+
+
+def test_a_validation_file_whose_languages_are_named_the_other_way_round_is_refused(tmp_path):
+    train, validation = tmp_path / "train.jsonl", tmp_path / "val.jsonl"
+    train.write_text("".join(json.dumps({"translation": {"zh": zh, "en": en}}) + "\n" for zh, en in ZH_EN * 3))
+    validation.write_text("".join(json.dumps({"translation": {"zh": en, "en": zh}}) + "\n" for zh, en in ZH_EN))
+    args = DataArguments(train_file=str(train), validation_file=str(validation), source_lang="en", target_lang="zh")
+    with pytest.raises(CorpusError, match=r"val\.jsonl: the text read as --source_lang en is in Chinese characters"):
+        load_parallel_corpus(args, seed=0)
+
+
+@pytest.mark.parametrize(
+    ("pair", "source_lang", "target_lang"),
+    [
+        (("Ein Hund.", "A dog."), "en", "de"),
+        (("我是学生。", "私は学生です。"), "ja", "zh"),
+        (("nuqneH", "Hello."), "en", "tlh"),
+    ],
+)
+def test_languages_that_share_a_script_or_have_none_known_are_not_checked(tmp_path, pair, source_lang, target_lang):
+    path = tmp_path / "pairs.tsv"  # the other way round, but nothing tells these languages apart by their letters
+    path.write_text("\t".join(pair) + "\n", encoding="utf-8")
+    files = {"train_file": str(path), "validation_file": str(path), "split_test_size": 0}
+    args = DataArguments(source_lang=source_lang, target_lang=target_lang, **files)
+    assert load_parallel_corpus(args, seed=0)["train"][0]["source"] == pair[0]

@@ -13,6 +13,7 @@ import itertools
 import json
 import logging
 import os
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,6 +273,62 @@ def read_hub_dataset(args: DataArguments) -> DatasetDict:
     return pairs
 
 
+# The languages' order: a file whose columns are the other way round would train the reversed direction -------------
+# Only languages written in scripts of their own can be told apart this way (zh from en, never de from en); the
+# script of a letter is the first word of its Unicode name ("CJK UNIFIED IDEOGRAPH-4E2D", "LATIN SMALL LETTER A").
+
+SCRIPTS = {  # script: (the first words of its letters' names, the language codes written in it)
+    "Latin letters": ({"LATIN"}, "en de fr es it pt nl sv da no nb fi et cs sk pl ro hu tr id ms vi"),
+    "Chinese characters": ({"CJK"}, "zh cmn yue wuu"),
+    "kana and kanji": ({"HIRAGANA", "KATAKANA", "CJK"}, "ja"),
+    "Hangul": ({"HANGUL"}, "ko"),
+    "Cyrillic letters": ({"CYRILLIC"}, "ru uk be bg mk kk"),
+    "Greek letters": ({"GREEK"}, "el"),
+    "Arabic script": ({"ARABIC"}, "ar fa ur"),
+    "Hebrew letters": ({"HEBREW"}, "he"),
+    "Devanagari": ({"DEVANAGARI"}, "hi mr ne"),
+    "Thai script": ({"THAI"}, "th"),
+}
+SCRIPT_SAMPLE = 1000  # pairs read to tell the scripts apart
+
+
+def script_of(lang: str) -> str | None:
+    """The script `lang` is written in ("zh-CN" and "zh_Hans" as "zh"), or None where it is not in SCRIPTS."""
+    primary = lang.lower().replace("_", "-").split("-")[0]
+    return next((script for script, (_, codes) in SCRIPTS.items() if primary in codes.split()), None)
+
+
+def share_in_script(texts: list[str], script: str) -> float:
+    """The share of the letters in `texts` that belong to `script` (0 where there are none)."""
+    letters = [character for text in texts for character in text if character.isalpha()]
+    names = SCRIPTS[script][0]
+    inside = sum(unicodedata.name(letter, "").split(" ")[0] in names for letter in letters)
+    return inside / len(letters) if letters else 0.0
+
+
+def check_language_order(dataset: Dataset, path: str, args: DataArguments) -> None:
+    """Refuse a file whose source text is in the target language's script and whose target text is in the source
+    language's: its languages are named the other way round (for a TSV, the usual cause is --tsv_languages left out)."""
+    scripts = script_of(args.source_lang), script_of(args.target_lang)
+    if None in scripts or SCRIPTS[scripts[0]][0] & SCRIPTS[scripts[1]][0]:  # no script, or a shared one
+        return
+    sample = dataset.select(range(min(SCRIPT_SAMPLE, dataset.num_rows)))
+    source, target = column_values(sample, "source"), column_values(sample, "target")
+    if share_in_script(source, scripts[1]) > 0.5 and share_in_script(target, scripts[0]) > 0.5:  # disjoint scripts
+        found = (
+            f"{path}: the text read as --source_lang {args.source_lang} is in {scripts[1]} and the text read as "
+            f"--target_lang {args.target_lang} in {scripts[0]}: the languages are the other way round"
+        )
+        if ".tsv" in Path(path).suffixes:
+            languages = args.tsv_languages or [args.source_lang, args.target_lang]
+            swap = {args.source_lang: args.target_lang, args.target_lang: args.source_lang}
+            raise CorpusError(
+                f"{found}. Name each column's language in order: --tsv_languages "
+                f"{' '.join(swap.get(lang, lang) for lang in languages)}."
+            )
+        raise CorpusError(f"{found} (the file names each text's language: check which it names).")
+
+
 # The corpus ----------------------------------------------------------------------------------------------------------
 
 
@@ -288,11 +345,9 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
         for prefix in args.test_prefixes:
             corpus[prefix] = read_text_pair(root / prefix, args.source_lang, args.target_lang)
     elif args.train_file:
-        corpus = DatasetDict(train=read_file(args.train_file, args))
-        if args.validation_file:
-            corpus["validation"] = read_file(args.validation_file, args)
-        for path in args.test_files:
-            corpus[split_name_of_test_file(path)] = read_file(path, args)
+        corpus = DatasetDict({split: read_file(path, args) for split, path in file_splits(args).items()})
+        for split, path in file_splits(args).items():
+            check_language_order(corpus[split], path, args)
 
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")
     corpus = held_out_splits(corpus, args, seed)
@@ -327,6 +382,14 @@ def check_data_arguments(args: DataArguments) -> None:
     for name in ("max_train_samples", "max_eval_samples"):
         if getattr(args, name) is not None and getattr(args, name) <= 0:
             raise CorpusError(f"--{name} {getattr(args, name)}: must be at least 1 (or left out: all pairs).")
+
+
+def file_splits(args: DataArguments) -> dict[str, str]:
+    """With --train_file: each split's file."""
+    splits = {"train": args.train_file}
+    if args.validation_file:
+        splits["validation"] = args.validation_file
+    return splits | {split_name_of_test_file(path): path for path in args.test_files}
 
 
 def split_name_of_test_file(path: str) -> str:
