@@ -90,7 +90,7 @@ def test_unknown_language_codes_are_named(tmp_path):
 def test_a_tsv_line_without_a_tab_names_the_file_and_line(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("a dog\tein hund\nno tab on this line\nthe cat\tdie katze\n", encoding="utf-8")
-    with pytest.raises(CorpusError, match=r"pairs\.tsv, line 2: 1 column\(s\), expected 2"):
+    with pytest.raises(CorpusError, match=r"pairs\.tsv, line 2: 1 tab-separated column\(s\), expected 2"):
         load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
 
 
@@ -320,3 +320,16 @@ def test_languages_that_share_a_script_or_have_none_known_are_not_checked(tmp_pa
     files = {"train_file": str(path), "validation_file": str(path), "split_test_size": 0}
     args = DataArguments(source_lang=source_lang, target_lang=target_lang, **files)
     assert load_parallel_corpus(args, seed=0)["train"][0]["source"] == pair[0]
+
+
+def test_a_txt_file_of_tab_separated_pairs_as_manythings_org_writes_them(tmp_path):
+    path = tmp_path / "cmn.txt"  # Tatoeba's pairs from manythings.org/anki: English, Chinese, attribution
+    path.write_text("".join(f"{en}\t{zh}\tCC-BY 2.0 (France)\n" for zh, en in ZH_EN), encoding="utf-8")
+    args = DataArguments(
+        train_file=str(path), validation_file=str(path), split_test_size=0, source_lang="zh", target_lang="en",
+        tsv_languages=["en", "zh"],
+    )  # fmt: skip
+    assert load_parallel_corpus(args, seed=0)["train"][1] == {"source": ZH_EN[1][0], "target": ZH_EN[1][1]}
+    path.write_text("one sentence a line\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"cmn\.txt, line 1: 1 tab-separated column\(s\), expected 2"):
+        load_parallel_corpus(args, seed=0)

@@ -1,4 +1,4 @@
-"""Parallel corpora through `datasets`: a Hub dataset, line-aligned text files, TSV, CSV or JSON lines.
+"""Parallel corpora through `datasets`: a Hub dataset, line-aligned text files, TSV (.tsv, .txt), CSV or JSON lines.
 
 Every source becomes a `DatasetDict` with two string columns, "source" and "target", and a "train" split, a
 "validation" split and one or more test splits. When the source has no validation or test split, they are cut
@@ -50,9 +50,13 @@ class DataArguments:
     train_prefix: str = field(default="train", metadata={"help": "With --data_dir: the training files' prefix."})
     validation_prefix: str | None = field(default="val", metadata={"help": "With --data_dir: validation prefix."})
     test_prefixes: list[str] = field(default_factory=list, metadata={"help": "With --data_dir: test prefixes."})
-    train_file: str | None = field(default=None, metadata={"help": "A .tsv, .csv or .jsonl training file."})
-    validation_file: str | None = field(default=None, metadata={"help": "A .tsv, .csv or .jsonl validation file."})
-    test_files: list[str] = field(default_factory=list, metadata={"help": ".tsv, .csv or .jsonl test files."})
+    train_file: str | None = field(
+        default=None, metadata={"help": "A .tsv (or tab-separated .txt), .csv or .jsonl training file."}
+    )
+    validation_file: str | None = field(
+        default=None, metadata={"help": "A .tsv, .txt, .csv or .jsonl validation file."}
+    )
+    test_files: list[str] = field(default_factory=list, metadata={"help": ".tsv, .txt, .csv or .jsonl test files."})
     tsv_languages: list[str] = field(
         default_factory=list,
         metadata={"help": "Language of each TSV column, e.g. en zh (further columns are ignored)."},
@@ -161,7 +165,7 @@ def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int]) -> Iterator[dic
             continue
         fields = line.split("\t")
         if len(fields) < expected:
-            raise CorpusError(f"{files[0]}, line {count}: {len(fields)} column(s), expected {expected}.")
+            raise CorpusError(f"{files[0]}, line {count}: {len(fields)} tab-separated column(s), expected {expected}.")
         yield {"source": fields[source_column], "target": fields[target_column]}
     if count == 0:
         raise CorpusError(f"{files[0]} is empty.")
@@ -227,11 +231,16 @@ def csv_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
         raise CorpusError(f"{path}, line {rows.line_num}: not CSV ({error}).") from None
 
 
+def is_tsv(path: str) -> bool:
+    """A .tsv file, or a .txt one: manythings.org's Anki pairs and PyTorch's translation tutorial are tab-separated."""
+    return bool({".tsv", ".txt"} & set(Path(path).suffixes))
+
+
 def read_file(path: str, args: DataArguments) -> Dataset:
     if not os.path.isfile(path):
         raise CorpusError(f"{path}: no such file.")
     suffixes = Path(path).suffixes
-    if ".tsv" in suffixes:
+    if is_tsv(path):
         return read_tsv(
             Path(path), args.tsv_languages or [args.source_lang, args.target_lang], args.source_lang, args.target_lang
         )
@@ -240,7 +249,7 @@ def read_file(path: str, args: DataArguments) -> Dataset:
     if ".csv" in suffixes:
         return read_csv(Path(path), args.source_lang, args.target_lang)
     raise CorpusError(
-        f"{path}: unknown file type; use .tsv, .csv or .jsonl (or --data_dir for line-aligned text files)."
+        f"{path}: unknown file type; use .tsv (or .txt), .csv or .jsonl (or --data_dir for line-aligned text files)."
     )
 
 
@@ -319,7 +328,7 @@ def check_language_order(dataset: Dataset, path: str, args: DataArguments) -> No
             f"{path}: the text read as --source_lang {args.source_lang} is in {scripts[1]} and the text read as "
             f"--target_lang {args.target_lang} in {scripts[0]}: the languages are the other way round"
         )
-        if ".tsv" in Path(path).suffixes:
+        if is_tsv(path):
             languages = args.tsv_languages or [args.source_lang, args.target_lang]
             swap = {args.source_lang: args.target_lang, args.target_lang: args.source_lang}
             raise CorpusError(
