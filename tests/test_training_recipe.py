@@ -187,6 +187,22 @@ def test_scale_multiplies_the_rate_and_warmup_is_at_least_one_step(tmp_path):
         TranslationTrainingArguments(str(tmp_path), warmup_steps=0, report_to=[], use_cpu=True)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "warned"),
+    [
+        ({"warmup_steps": 4000, "num_train_epochs": 2}, r"\d+ steps \(--num_train_epochs 2\) end inside its 4,000"),
+        ({"warmup_steps": 8, "max_steps": 6}, r"The run's 6 steps \(--max_steps 6\) end inside its 8 warmup steps"),
+        ({"warmup_steps": 8, "max_steps": 9}, None),
+        ({"warmup_steps": 8, "max_steps": 6, "lr_scheduler_type": "constant"}, None),  # its rate has no warmup
+    ],
+)
+def test_a_run_that_ends_inside_its_warmup_is_warned_of(tmp_path, caplog, arguments, warned):
+    trainer = trainer_on_pairs(tmp_path, max_tokens=16, save_strategy="no", **arguments)
+    with caplog.at_level("WARNING", logger="vanilla_transformer.training.recipe"):
+        trainer.train()
+    assert re.search(warned, caplog.text) if warned else "warmup steps" not in caplog.text
+
+
 # Metrics ----------------------------------------------------------------------------------------------------------
 def test_scores_are_sacrebleus_and_tokenized_bleu_is_lowercased():
     hypotheses = ["Ein Hund läuft über das Gras.", "Zwei Männer spielen Fußball."]

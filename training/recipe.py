@@ -8,6 +8,7 @@ average of the weights (`--ema_decay`) and the checkpoints of a schedule-free op
 are callbacks, and Muon for the layers' matrices (`--muon`) the Trainer's optimizer factory."""
 
 import copy
+import logging
 import time
 
 import torch
@@ -35,6 +36,8 @@ from .muon import MuonForMatrices
 from .schedule_free import ScheduleFreeAverage, is_schedule_free
 from .subword_regularization import BpeDropoutPairs
 from .word_dropout import WordDropout
+
+logger = logging.getLogger(__name__)
 
 
 def check_token_ids_fit(sources: list[list[int]], targets: list[list[int]], vocab_size: int) -> None:
@@ -79,6 +82,24 @@ class StartClock(TrainerCallback):
         self.trainer.clock = (time.time(), before[-1] if before else 0.0)
 
 
+class WarnOfAnUnfinishedWarmup(TrainerCallback):
+    """Warns before the first step when the run ends inside its warmup, so that its rate never reaches its peak: the
+    paper's 4,000 warmup steps over the Trainer's default 3 epochs of a small corpus are such a run."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        warmup = args.get_warmup_steps(state.max_steps)
+        if warmup < state.max_steps or (args.schedule_name == "constant" and not is_schedule_free(args.optim)):
+            return
+        epochs = f"--num_train_epochs {args.num_train_epochs:g}"
+        length = f"--max_steps {args.max_steps}" if args.max_steps > 0 else epochs
+        logger.warning(
+            "The run's %s steps (%s) end inside its %s warmup steps: its rate reaches %.0f%% of its peak, and the "
+            "model will learn little. Give it more steps than --warmup_steps, or fewer warmup steps (the configs in "
+            "training/configs fit theirs to their corpora).",
+            f"{state.max_steps:,}", length, f"{warmup:,}", 100 * state.max_steps / warmup,
+        )  # fmt: skip
+
+
 class StopAtTimeLimit(TrainerCallback):
     """Ends training once `args.max_train_minutes` of training wall time have passed (a resumed run counts the time
     before its checkpoint), with a checkpoint at that step: a time budget whatever the machine's speed. The
@@ -105,6 +126,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.clock = (time.time(), 0.0)  # (when this process began training, seconds trained before a resume)
         self.add_callback(StartClock(self))
         self.add_callback(StopAtTimeLimit(self))
+        self.add_callback(WarnOfAnUnfinishedWarmup())
         if is_schedule_free(self.args.optim):  # after StopAtTimeLimit, which can ask for a checkpoint
             self.add_callback(ScheduleFreeAverage())
         if self.args.late_dropout_steps:
