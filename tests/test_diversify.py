@@ -156,13 +156,13 @@ def test_a_stage_made_anew_refuses_to_reuse_what_its_earlier_self_made(diversifi
 @pytest.mark.parametrize(
     "name, text", [("multi30k_en_de_diversified", "lowercase_tokenized"), ("multi30k_en_de_diversified_cased", "none")]
 )
-def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state(tmp_path, name, text):
-    config = ROOT / f"training/configs/{name}.yaml"
-    pipeline = read_pipeline(parse_arguments(["--config", str(config)]))
+def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state(tmp_path, monkeypatch, name, text):
+    monkeypatch.chdir(tmp_path)  # named as a pip install names it: its stages' configs are found beside it
+    pipeline = read_pipeline(parse_arguments(["--config", name]))
     stages = {}
     for stage, fixed in (("forward", {}), ("backward", {"source_lang": "de", "target_lang": "en"}), ("fine_tune", {})):
         settings = tmp_path / f"{stage}.yaml"
-        settings.write_text(yaml.safe_dump(stage_settings(pipeline, stage, config.parent, **fixed)), encoding="utf-8")
+        settings.write_text(yaml.safe_dump(stage_settings(pipeline, stage, name, **fixed)), encoding="utf-8")
         model, data, _, training = parse_arguments_of_vt_train(["--config", str(settings)])
         stages[stage] = (
             data.source_lang,

@@ -160,6 +160,22 @@ def test_every_shipped_config_parses_into_the_values_its_file_states(config):
             assert parsed[name] == stated[name], name
 
 
+@pytest.mark.parametrize("name", ["tatoeba_zh_en", "tatoeba_zh_en.yaml", "training/configs/tatoeba_zh_en.yaml"])
+def test_a_shipped_config_is_found_by_name_outside_the_repository(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)  # as after `pip install vanilla-transformer`: no training/configs here
+    data = parse_arguments(["--config", name, "--train_file", "cmn.txt"])[1]
+    assert (data.source_lang, data.target_lang, data.tsv_languages, data.train_file) == (
+        "zh",
+        "en",
+        ["en", "zh"],
+        "cmn.txt",
+    )
+    (tmp_path / "tatoeba_zh_en.yaml").write_text("source_lang: de\n")  # a file of one's own comes first
+    assert parse_arguments(["--config", "tatoeba_zh_en.yaml"])[1].source_lang == "de"
+    with pytest.raises(SystemExit, match=r"no config file tatoeba\.yaml, and no shipped config .*\(multi30k_en_de, "):
+        parse_arguments(["--config", "tatoeba.yaml"])
+
+
 def test_each_stack_can_have_its_own_depth_and_it_wins_over_layers():
     model = parse_arguments([*SMOKE, "--layers", "3", "--encoder_layers", "5", "--output_dir", "x"])[0]
     config = model.model_config()

@@ -25,6 +25,7 @@ from vanilla_transformer.input_checks import is_finite_number
 from vanilla_transformer.training import (
     AveragingError,
     DataArguments,
+    config_file,
     data_arguments,
     language_file,
     last_checkpoints,
@@ -101,11 +102,11 @@ def read_pipeline(args: argparse.Namespace) -> dict:
     return settings
 
 
-def stage_settings(pipeline: dict, stage: str, config_dir: Path, **fixed: object) -> dict:
-    """A stage's vt-train settings: its base config file's (a path relative to the pipeline's config), its own
+def stage_settings(pipeline: dict, stage: str, config: str, **fixed: object) -> dict:
+    """A stage's vt-train settings: its base config file's (a path relative to the pipeline's `config` file), its own
     section's over them, the pipeline's data, seed and folder over both."""
     section = dict(pipeline[stage])
-    base = config_dir / section.pop("config", pipeline["forward"]["config"])  # the fine-tune: the forward's
+    base = config_file(config).parent / section.pop("config", pipeline["forward"]["config"])  # fine-tune: forward's
     settings = read_config(str(base)) | section | {"data_dir": pipeline["data_dir"]}
     if "seed" in pipeline:
         settings["seed"] = pipeline["seed"]
@@ -252,15 +253,15 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
     args = parse_arguments(argv)
     pipeline = read_pipeline(args)
-    config_dir, output, corpus = Path(args.config).parent, Path(pipeline["output_dir"]), Path(pipeline["data_dir"])
-    forward_settings = stage_settings(pipeline, "forward", config_dir, output_dir=str(output / "forward"))
+    output, corpus = Path(pipeline["output_dir"]), Path(pipeline["data_dir"])
+    forward_settings = stage_settings(pipeline, "forward", args.config, output_dir=str(output / "forward"))
     source, target = (forward_settings.get(side) for side in ("source_lang", "target_lang"))
     if not (source and target):
         raise PipelineError(f"{args.config}: the forward stage's settings need a source_lang and a target_lang.")
     backward_settings = stage_settings(
-        pipeline, "backward", config_dir, source_lang=target, target_lang=source, output_dir=str(output / "backward")
+        pipeline, "backward", args.config, source_lang=target, target_lang=source, output_dir=str(output / "backward")
     )
-    fine_tune_settings = stage_settings(pipeline, "fine_tune", config_dir)
+    fine_tune_settings = stage_settings(pipeline, "fine_tune", args.config)
     fine_tune_data = data_arguments(fine_tune_settings, args.config)
     check_same_text(data_arguments(forward_settings, args.config), fine_tune_data, args.config)
     training, kept = corpus_files(corpus, fine_tune_data, (source, target))

@@ -15,6 +15,7 @@ PUBLIC = {
     "DataArguments": "data",
     "bleu_metric": "metrics",
     "check_scoring": "metrics",
+    "config_file": "arguments",
     "data_arguments": "arguments",
     "decode_lines": "text_files",
     "first_line": "console",

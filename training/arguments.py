@@ -482,10 +482,24 @@ def unknown_names(unknown: Collection[str], known: Collection[str]) -> str:
     return ", ".join(hints)
 
 
+SHIPPED_CONFIGS = Path(__file__).parent / "configs"  # training/configs, installed inside the package
+
+
+def config_file(name: str) -> Path:
+    """The YAML file `name` names: a path, else a config shipped in training/configs, by its name (`tatoeba_en_zh`,
+    `tatoeba_en_zh.yaml` or `training/configs/tatoeba_en_zh.yaml`): the docs' commands then run from a pip install."""
+    path = Path(name)
+    shipped = SHIPPED_CONFIGS / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
+    return shipped if not path.exists() and shipped.is_file() else path
+
+
 def read_config(path: str) -> dict:
     """The settings of a YAML config file (null values left out: they keep the argument's default)."""
+    if not config_file(path).exists():
+        shipped = ", ".join(sorted(config.stem for config in SHIPPED_CONFIGS.glob("*.yaml")))
+        raise SystemExit(f"error: no config file {path}, and no shipped config of that name ({shipped}).")
     try:
-        settings = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+        settings = yaml.load(config_file(path).read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise SystemExit(f"error: cannot read the config file {path}: {error}") from None
     if not isinstance(settings, dict):
@@ -555,7 +569,11 @@ def parse_arguments(argv: list[str] | None = None):
         description="Train (or fine-tune) the Transformer of 'Attention Is All You Need' with the paper's recipe, "
         "evaluate it and write a Hub-ready model folder. Every flag can also be a key of the --config file.",
     )
-    parser.add_argument("--config", metavar="FILE", help="A YAML file of settings (flags on the command line win).")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="A YAML file of settings, or a shipped config's name, e.g. tatoeba_en_zh (flags on the command line win).",
+    )
     settings, config = {}, None
     if argv.count("--config") > 1:
         raise SystemExit("error: --config is given twice: give one YAML file (flags on the command line override it).")
