@@ -25,7 +25,7 @@ def run_table(run_dir: str | Path) -> str:
     report = read_report(run_dir)
     summary = report["summary"]
     lines = [
-        f"**{Path(run_dir).name}**: {summary['steps']} steps ({summary['epochs']} epochs), "
+        f"**{Path(run_dir).name}**: {summary['steps']:,} steps ({summary['epochs']} epochs), "
         f"{summary['wall_time_s'] / 60:.0f} min wall time in all, "
         f"{summary['train_tokens_per_s']:,} training tokens/s (source + target, no padding)",
         "",
