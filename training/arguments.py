@@ -495,11 +495,12 @@ def config_file(name: str) -> Path:
 
 def read_config(path: str) -> dict:
     """The settings of a YAML config file (null values left out: they keep the argument's default)."""
-    if not config_file(path).exists():
+    file = config_file(path)
+    if not file.exists():
         shipped = ", ".join(sorted(config.stem for config in SHIPPED_CONFIGS.glob("*.yaml")))
         raise SystemExit(f"error: no config file {path}, and no shipped config of that name ({shipped}).")
     try:
-        settings = yaml.load(config_file(path).read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+        settings = yaml.load(file.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise SystemExit(f"error: cannot read the config file {path}: {error}") from None
     if not isinstance(settings, dict):

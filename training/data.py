@@ -323,7 +323,8 @@ def check_language_order(dataset: Dataset, path: str, args: DataArguments) -> No
         return
     sample = dataset.select(range(min(SCRIPT_SAMPLE, dataset.num_rows)))
     source, target = column_values(sample, "source"), column_values(sample, "target")
-    if share_in_script(source, scripts[1]) > 0.5 and share_in_script(target, scripts[0]) > 0.5:  # disjoint scripts
+    # Each side mostly in the other's script (and so, the scripts being disjoint, mostly not in its own).
+    if share_in_script(source, scripts[1]) > 0.5 and share_in_script(target, scripts[0]) > 0.5:
         found = (
             f"{path}: the text read as --source_lang {args.source_lang} is in {scripts[1]} and the text read as "
             f"--target_lang {args.target_lang} in {scripts[0]}: the languages are the other way round"
