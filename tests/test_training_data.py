@@ -297,6 +297,17 @@ def test_a_tsv_in_the_other_order_is_refused_with_the_columns_to_name(tmp_path):
     assert {(row["source"], row["target"]) for split in corpus.values() for row in split} == set(ZH_EN)
 
 
+def test_tatoebas_three_letter_codes_and_regions_are_checked_as_their_languages(tmp_path):
+    path = tmp_path / "cmn.txt"
+    path.write_text("".join(f"{en}\t{zh}\n" for zh, en in ZH_EN * 3), encoding="utf-8")
+    args = DataArguments(train_file=str(path), source_lang="cmn", target_lang="eng", tsv_languages=["cmn", "eng"])
+    with pytest.raises(CorpusError, match=r"--source_lang cmn is in Latin letters .* --tsv_languages eng cmn\."):
+        load_parallel_corpus(args, seed=0)
+    args = DataArguments(train_file=str(path), source_lang="zh-CN", target_lang="en-US")
+    with pytest.raises(CorpusError, match=r"--tsv_languages en-US zh-CN\."):
+        load_parallel_corpus(args, seed=0)
+
+
 def test_a_validation_file_whose_languages_are_named_the_other_way_round_is_refused(tmp_path):
     train, validation = tmp_path / "train.jsonl", tmp_path / "val.jsonl"
     train.write_text("".join(json.dumps({"translation": {"zh": zh, "en": en}}) + "\n" for zh, en in ZH_EN * 3))

@@ -216,8 +216,9 @@ def test_scores_are_sacrebleus_and_tokenized_bleu_is_lowercased():
     assert scores["tokenized_bleu"] > scores["bleu"]
 
 
-def test_chinese_targets_use_the_zh_tokenizer_and_mismatched_lengths_fail():
-    scores = translation_scores(["我是学生。"], ["我是老师。"], "zh")
+@pytest.mark.parametrize("code", ["zh", "zh-CN", "zh_Hant", "cmn", "ZH"])
+def test_chinese_targets_use_the_zh_tokenizer_and_mismatched_lengths_fail(code):
+    scores = translation_scores(["我是学生。"], ["我是老师。"], code)  # 13a scored this 0.0: one "word" each
     assert "tok:zh" in scores["bleu_signature"] and "tokenized_bleu" not in scores
     assert scores["bleu"] == pytest.approx(sacrebleu.corpus_bleu(["我是学生。"], [["我是老师。"]], tokenize="zh").score)
     with pytest.raises(ValueError, match="1 translations for 2 references"):

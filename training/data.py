@@ -25,6 +25,7 @@ from datasets.exceptions import DatasetGenerationError
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, lowercase_tokenizer
 
 from .console import first_line
+from .languages import SCRIPTS, script_of
 from .text_files import CorpusError, read_lines
 
 logger = logging.getLogger(__name__)
@@ -283,28 +284,9 @@ def read_hub_dataset(args: DataArguments) -> DatasetDict:
 
 
 # The languages' order: a file whose columns are the other way round would train the reversed direction -------------
-# Only languages written in scripts of their own can be told apart this way (zh from en, never de from en); the
-# script of a letter is the first word of its Unicode name ("CJK UNIFIED IDEOGRAPH-4E2D", "LATIN SMALL LETTER A").
+# Only languages written in scripts of their own can be told apart this way (zh from en, never de from en).
 
-SCRIPTS = {  # script: (the first words of its letters' names, the language codes written in it)
-    "Latin letters": ({"LATIN"}, "en de fr es it pt nl sv da no nb fi et cs sk pl ro hu tr id ms vi"),
-    "Chinese characters": ({"CJK"}, "zh cmn yue wuu"),
-    "kana and kanji": ({"HIRAGANA", "KATAKANA", "CJK"}, "ja"),
-    "Hangul": ({"HANGUL"}, "ko"),
-    "Cyrillic letters": ({"CYRILLIC"}, "ru uk be bg mk kk"),
-    "Greek letters": ({"GREEK"}, "el"),
-    "Arabic script": ({"ARABIC"}, "ar fa ur"),
-    "Hebrew letters": ({"HEBREW"}, "he"),
-    "Devanagari": ({"DEVANAGARI"}, "hi mr ne"),
-    "Thai script": ({"THAI"}, "th"),
-}
 SCRIPT_SAMPLE = 1000  # pairs read to tell the scripts apart
-
-
-def script_of(lang: str) -> str | None:
-    """The script `lang` is written in ("zh-CN" and "zh_Hans" as "zh"), or None where it is not in SCRIPTS."""
-    primary = lang.lower().replace("_", "-").split("-")[0]
-    return next((script for script, (_, codes) in SCRIPTS.items() if primary in codes.split()), None)
 
 
 def share_in_script(texts: list[str], script: str) -> float:

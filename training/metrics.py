@@ -12,13 +12,15 @@ import sacrebleu
 
 from vanilla_transformer.pipeline_vanilla_transformer import lowercase_tokenizer
 
+from .languages import primary_language
+
 CJK_LANGUAGES = ("zh", "ja", "ko")
 
 
 def bleu_metric(target_lang: str) -> sacrebleu.metrics.BLEU:
-    """sacreBLEU with the tokenizer for the target language: "zh" for Chinese, MeCab for Japanese and Korean, "13a"
-    (its default) otherwise."""
-    tokenize = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}.get(target_lang, "13a")
+    """sacreBLEU with the tokenizer for the target language: "zh" for Chinese (zh-CN, cmn ...), MeCab for Japanese
+    and Korean, "13a" (its default) otherwise."""
+    tokenize = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}.get(primary_language(target_lang), "13a")
     try:
         return sacrebleu.metrics.BLEU(tokenize=tokenize)
     except RuntimeError:  # sacreBLEU's MeCab tokenizers say so, over several lines, when MeCab is not installed
@@ -42,7 +44,7 @@ def translation_scores(
         "bleu_signature": str(bleu.get_signature()),
         "chrf_signature": str(chrf.get_signature()),
     }
-    if target_lang not in CJK_LANGUAGES:
+    if primary_language(target_lang) not in CJK_LANGUAGES:
         try:
             tokenize = lowercase_tokenizer(target_lang)
         except ImportError:
