@@ -210,3 +210,11 @@ def test_a_site_built_again_with_force_replaces_the_earlier_one(smoke_run, site,
     with pytest.raises(SystemExit, match="is not an explorer site"):
         site_main(["build", str(earlier), "--model", str(smoke_run[0]), "--force"])
     assert (earlier / "mine").is_dir()
+
+
+@pytest.mark.parametrize("code", ["zh", "zh-CN", "cmn"])
+def test_a_chinese_source_gets_the_chinese_example_whatever_its_code(smoke_run, tmp_path, code):
+    shutil.copytree(smoke_run[0], tmp_path / "model")
+    config = tmp_path / "model" / "tokenizer_config.json"
+    config.write_text(json.dumps(json.loads(config.read_text()) | {"source_lang": code}), encoding="utf-8")
+    assert model_settings(tmp_path / "model")["example"] == "我有一只猫。"

@@ -21,7 +21,7 @@ import subprocess
 from pathlib import Path
 
 from vanilla_transformer import modeling_vanilla_transformer
-from vanilla_transformer.training import one_line_errors, replacement_problem, write_folder
+from vanilla_transformer.training import one_line_errors, primary_language, replacement_problem, write_folder
 
 EXPLORER = Path(__file__).with_name("explorer")
 PAGE_FILES = ("index.html", "explorer.js", "decoding.js", "explorer.css")
@@ -109,7 +109,7 @@ def model_settings(folder: Path) -> dict:
     settings["text_preprocessing"] = tokenizer.get("text_preprocessing", "none")
     for side in ("source_lang", "target_lang"):
         settings[side] = tokenizer.get(side, "?")
-    settings["example"] = EXAMPLES.get(settings["source_lang"], "")
+    settings["example"] = EXAMPLES.get(primary_language(settings["source_lang"]), "")
     return settings
 
 
