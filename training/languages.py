@@ -4,17 +4,20 @@ keys on: the language for sacreBLEU's tokenizer, and the script a language is wr
 The codes are listed here for the languages the recipe tells apart, not looked up: the `langcodes` package knows
 every language, a dependency for some forty codes."""
 
-# ISO 639-2 and 639-3 codes (Tatoeba's and manythings.org's: eng, cmn, deu) of the languages below, as ISO 639-1.
+# ISO 639-2 and 639-3 codes (Tatoeba's and manythings.org's: eng, cmn, deu) of the languages below, as ISO 639-1;
+# Mandarin, Cantonese and Wu as Chinese, whose characters they share.
+# fmt: off
 LONG_CODES = {
-    **dict.fromkeys(("cmn", "zho", "chi", "yue", "wuu"), "zh"),  # Mandarin, Chinese, Cantonese, Wu: Han characters
-    **{"eng": "en", "deu": "de", "ger": "de", "fra": "fr", "fre": "fr", "spa": "es", "ita": "it", "por": "pt"},
-    **{"nld": "nl", "dut": "nl", "swe": "sv", "dan": "da", "nor": "no", "nob": "nb", "fin": "fi", "est": "et"},
-    **{"ces": "cs", "cze": "cs", "slk": "sk", "slo": "sk", "pol": "pl", "ron": "ro", "rum": "ro", "hun": "hu"},
-    **{"tur": "tr", "ind": "id", "msa": "ms", "may": "ms", "zsm": "ms", "vie": "vi", "jpn": "ja", "kor": "ko"},
-    **{"rus": "ru", "ukr": "uk", "bel": "be", "bul": "bg", "mkd": "mk", "mac": "mk", "kaz": "kk", "ell": "el"},
-    **{"gre": "el", "ara": "ar", "fas": "fa", "per": "fa", "pes": "fa", "urd": "ur", "heb": "he", "hin": "hi"},
-    **{"mar": "mr", "nep": "ne", "npi": "ne", "tha": "th"},
+    "cmn": "zh", "zho": "zh", "chi": "zh", "yue": "zh", "wuu": "zh", "jpn": "ja", "kor": "ko",
+    "eng": "en", "deu": "de", "ger": "de", "fra": "fr", "fre": "fr", "spa": "es", "ita": "it", "por": "pt",
+    "nld": "nl", "dut": "nl", "swe": "sv", "dan": "da", "nor": "no", "nob": "nb", "fin": "fi", "est": "et",
+    "ces": "cs", "cze": "cs", "slk": "sk", "slo": "sk", "pol": "pl", "ron": "ro", "rum": "ro", "hun": "hu",
+    "tur": "tr", "ind": "id", "msa": "ms", "may": "ms", "zsm": "ms", "vie": "vi",
+    "rus": "ru", "ukr": "uk", "bel": "be", "bul": "bg", "mkd": "mk", "mac": "mk", "kaz": "kk",
+    "ell": "el", "gre": "el", "ara": "ar", "fas": "fa", "per": "fa", "pes": "fa", "urd": "ur", "heb": "he",
+    "hin": "hi", "mar": "mr", "nep": "ne", "npi": "ne", "tha": "th",
 }
+# fmt: on
 
 # Scripts by the first word of their letters' Unicode names ("CJK UNIFIED IDEOGRAPH-4E2D", "LATIN SMALL LETTER A"),
 # and the languages written in each.
