@@ -482,7 +482,7 @@ def unknown_names(unknown: Collection[str], known: Collection[str]) -> str:
     return ", ".join(hints)
 
 
-SHIPPED_CONFIGS = Path(__file__).parent / "configs"  # training/configs, installed inside the package
+SHIPPED_CONFIGS = Path(__file__).parent / "configs"  # beside this module in the wheel too: found after pip install
 
 
 def config_file(name: str) -> Path:

@@ -232,6 +232,11 @@ def csv_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
         raise CorpusError(f"{path}, line {rows.line_num}: not CSV ({error}).") from None
 
 
+def tsv_columns(args: DataArguments) -> list[str]:
+    """The language of each TSV column: --tsv_languages, else the source's, then the target's."""
+    return args.tsv_languages or [args.source_lang, args.target_lang]
+
+
 def is_tsv(path: str) -> bool:
     """A .tsv file, or a .txt one: manythings.org's Anki pairs and PyTorch's translation tutorial are tab-separated."""
     return bool({".tsv", ".txt"} & set(Path(path).suffixes))
@@ -242,9 +247,7 @@ def read_file(path: str, args: DataArguments) -> Dataset:
         raise CorpusError(f"{path}: no such file.")
     suffixes = Path(path).suffixes
     if is_tsv(path):
-        return read_tsv(
-            Path(path), args.tsv_languages or [args.source_lang, args.target_lang], args.source_lang, args.target_lang
-        )
+        return read_tsv(Path(path), tsv_columns(args), args.source_lang, args.target_lang)
     if ".jsonl" in suffixes or ".json" in suffixes:
         return read_jsonl(Path(path), args.source_lang, args.target_lang)
     if ".csv" in suffixes:
@@ -312,11 +315,10 @@ def check_language_order(dataset: Dataset, path: str, args: DataArguments) -> No
             f"--target_lang {args.target_lang} in {scripts[0]}: the languages are the other way round"
         )
         if is_tsv(path):
-            languages = args.tsv_languages or [args.source_lang, args.target_lang]
             swap = {args.source_lang: args.target_lang, args.target_lang: args.source_lang}
             raise CorpusError(
                 f"{found}. Name each column's language in order: --tsv_languages "
-                f"{' '.join(swap.get(lang, lang) for lang in languages)}."
+                f"{' '.join(swap.get(lang, lang) for lang in tsv_columns(args))}."
             )
         raise CorpusError(f"{found} (the file names each text's language: check which it names).")
 
@@ -337,8 +339,9 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
         for prefix in args.test_prefixes:
             corpus[prefix] = read_text_pair(root / prefix, args.source_lang, args.target_lang)
     elif args.train_file:
-        corpus = DatasetDict({split: read_file(path, args) for split, path in file_splits(args).items()})
-        for split, path in file_splits(args).items():
+        files = file_splits(args)
+        corpus = DatasetDict({split: read_file(path, args) for split, path in files.items()})
+        for split, path in files.items():
             check_language_order(corpus[split], path, args)
 
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")

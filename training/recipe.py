@@ -13,7 +13,7 @@ import time
 
 import torch
 from torch.utils.data import DataLoader
-from transformers import Seq2SeqTrainer, TrainerCallback
+from transformers import SchedulerType, Seq2SeqTrainer, TrainerCallback
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
@@ -88,7 +88,8 @@ class WarnOfAnUnfinishedWarmup(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         warmup = args.get_warmup_steps(state.max_steps)
-        if warmup < state.max_steps or (args.schedule_name == "constant" and not is_schedule_free(args.optim)):
+        constant = args.schedule_name == SchedulerType.CONSTANT.value and not is_schedule_free(args.optim)
+        if warmup < state.max_steps or constant:  # a schedule-free optimizer warms up itself, at a constant rate
             return
         epochs = f"--num_train_epochs {args.num_train_epochs:g}"
         length = f"--max_steps {args.max_steps}" if args.max_steps > 0 else epochs
