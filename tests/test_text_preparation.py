@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_transformer import TranslationPipeline
-from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
+from vanilla_transformer.pipeline_vanilla_transformer import lowercase_tokenizer, text_preparation
 from vanilla_transformer.tools.export import export_ctranslate2
 from vanilla_transformer.tools.translate import main as translate_main
 from vanilla_transformer.tools.tune_decoding import main as tune_main
@@ -31,6 +31,12 @@ def lowercase_run(tmp_path_factory):
     output = tmp_path_factory.mktemp("lowercase") / "run"
     report = train_main([*SMOKE, "--preprocess", "lowercase_tokenized", "--output_dir", str(output)])
     return output, report
+
+
+@pytest.mark.parametrize("code", ["fr", "fr-FR", "fr_CA", "FR"])
+def test_a_language_code_with_a_region_is_tokenized_by_its_languages_rules(code):
+    # sacremoses, handed "fr-FR", knew no language and split the elided article from the word as an English quote.
+    assert lowercase_tokenizer(code)("L'homme qu'il a vu.") == "l' homme qu' il a vu ."
 
 
 def recorded(folder) -> dict:

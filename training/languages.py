@@ -4,6 +4,8 @@ keys on: the language for sacreBLEU's tokenizer, and the script a language is wr
 The codes are listed here for the languages the recipe tells apart, not looked up: the `langcodes` package knows
 every language, a dependency for some forty codes."""
 
+from vanilla_transformer.pipeline_vanilla_transformer import language_subtag
+
 # ISO 639-2 and 639-3 codes (Tatoeba's and manythings.org's: eng, cmn, deu) of the languages below, as ISO 639-1;
 # Mandarin, Cantonese and Wu as Chinese, whose characters they share.
 # fmt: off
@@ -38,7 +40,7 @@ SCRIPTS = {
 def primary_language(code: str) -> str:
     """`code`'s language, lowercased, without region or script ("zh-CN" and "zh_Hans" as "zh"), as its two-letter
     code where LONG_CODES knows a longer one ("cmn" and "eng" as "zh" and "en")."""
-    primary = code.lower().replace("_", "-").split("-")[0]
+    primary = language_subtag(code)
     return LONG_CODES.get(primary, primary)
 
 

@@ -29,13 +29,19 @@ DEFAULT_BATCH_SIZE = 32
 LOWERCASE_TOKENIZED = "lowercase_tokenized"
 
 
+def language_subtag(code: str) -> str:
+    """A language code's first part, lowercased: "fr-FR" and "zh_Hans" as "fr" and "zh"."""
+    return code.lower().replace("_", "-").split("-")[0]
+
+
 def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
     """Text -> lowercased, Moses-tokenized text (sacremoses, without escaping): A man's dog. -> a man 's dog ."""
     try:  # imported here: only such models need it, and transformers does not install it
         from sacremoses import MosesTokenizer
     except ImportError:
         raise ImportError("This model reads lowercased, Moses-tokenized text: pip install sacremoses") from None
-    moses = MosesTokenizer(lang=lang)
+    # sacremoses knows a language by its first part alone: with "fr-FR" it would split French as no language.
+    moses = MosesTokenizer(lang=language_subtag(lang))
 
     def tokenize(text: str) -> str:
         return moses.tokenize(text.lower(), return_str=True, escape=False)
