@@ -107,6 +107,9 @@ def model_settings(folder: Path) -> dict:
         if key in generation:
             settings[key] = generation[key]
     settings["text_preprocessing"] = tokenizer.get("text_preprocessing", "none")
+    # transformers 5 decodes without cleaning the spaces before punctuation unless the folder asks; tokenizers.js
+    # cleans them unless told not to, so "Ein Mann , der" would read "Ein Mann, der" in the page only.
+    settings["clean_up_tokenization_spaces"] = tokenizer.get("clean_up_tokenization_spaces", False)
     for side in ("source_lang", "target_lang"):
         settings[side] = tokenizer.get(side, "?")
     settings["example"] = EXAMPLES.get(primary_language(settings["source_lang"]), "")

@@ -46,7 +46,8 @@ export class Translator {
   }
 
   text(ids) {
-    return this.tokenizer.decode(ids, { skip_special_tokens: true }).trim();
+    const { clean_up_tokenization_spaces } = this.settings;
+    return this.tokenizer.decode(ids, { skip_special_tokens: true, clean_up_tokenization_spaces }).trim();
   }
 
   // A source that gives the model no token but its end translates to "" (pipeline_vanilla_transformer.reads_nothing).
