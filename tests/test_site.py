@@ -143,15 +143,13 @@ def click_and_wait(browser, button: str, counter: str) -> None:
 
 @pytest.mark.slow
 def test_the_page_writes_out_tokens_as_the_tokenizer_decodes_them(smoke_run, site_url, browser):
-    """A space before a full stop or a question mark stays, as transformers' decode() keeps it (the text of a model
-    trained on tokenized text, or a reference that had one); tokenizers.js alone would take it out."""
+    """A space before a full stop stays, as transformers' decode() keeps it (the text of a model trained on tokenized
+    text, or a reference that had one); tokenizers.js, left to its default, would take it out."""
     tokenizer = AutoTokenizer.from_pretrained(smoke_run[0])
-    ids = [tokenizer(text)["input_ids"] for text in ("Der Mann läuft auf dem Gras .", "Wartet die Frau ?")]
+    ids = tokenizer("Der Mann läuft auf dem Gras .")["input_ids"]
     ready(browser, site_url)
-    script = "return arguments[0].map((ids) => window.explorer.state.translator.text(ids))"
-    written = browser.execute_script(script, ids)
-    assert written == [tokenizer.decode(i, skip_special_tokens=True).strip() for i in ids]
-    assert written[0].endswith(" .")
+    written = browser.execute_script("return window.explorer.state.translator.text(arguments[0])", ids)
+    assert written == tokenizer.decode(ids, skip_special_tokens=True).strip() == "Der Mann läuft auf dem Gras ."
 
 
 @pytest.mark.slow
