@@ -88,8 +88,9 @@ class WarnOfAnUnfinishedWarmup(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         warmup = args.get_warmup_steps(state.max_steps)
-        constant = args.schedule_name == SchedulerType.CONSTANT.value and not is_schedule_free(args.optim)
-        if warmup < state.max_steps or constant:  # a schedule-free optimizer warms up itself, at a constant rate
+        # A constant rate has no warmup to finish, but a schedule-free optimizer warms up under it.
+        no_warmup = args.schedule_name == SchedulerType.CONSTANT.value and not is_schedule_free(args.optim)
+        if warmup < state.max_steps or no_warmup:
             return
         epochs = f"--num_train_epochs {args.num_train_epochs:g}"
         length = f"--max_steps {args.max_steps}" if args.max_steps > 0 else epochs
