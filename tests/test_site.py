@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
 from vanilla_transformer.tools.site import main as site_main
 from vanilla_transformer.tools.site import model_settings
 
@@ -106,6 +107,12 @@ def test_the_page_translates_as_generate_does_in_a_real_browser(smoke_run, site_
     assert resources and all(name.startswith(site_url) for name in resources), resources  # nothing from beyond
 
 
+def node(script: str):
+    """What a module `script` run by Node.js prints, read as JSON."""
+    result = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
 def test_the_page_scores_the_tokens_that_the_generation_config_suppresses_as_generate_does(smoke_run, tmp_path):
     """A model trained with --target_vocabulary_softmax suppresses the tokens outside its training targets and
     renormalises the rest: the page reads both from explorer.json and scores as transformers does, -inf after the
@@ -125,8 +132,7 @@ def test_the_page_scores_the_tokens_that_the_generation_config_suppresses_as_gen
             const logits = {{ dims: [1, 1, 4], data: Float32Array.from({logits}) }};
             console.log(JSON.stringify(Array.from(page.logProbabilities(logits, 0, 0))));  // -Infinity: null
         """
-        node = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
-        scores = json.loads(node.stdout)
+        scores = node(script)
         assert scores[0] is None and scores[2] is None
         assert scores[1] == pytest.approx(1 - expected) and scores[3] == pytest.approx(-expected)
 
@@ -229,3 +235,37 @@ def test_a_chinese_source_gets_the_chinese_example_whatever_its_code(smoke_run, 
     config = tmp_path / "model" / "tokenizer_config.json"
     config.write_text(json.dumps(json.loads(config.read_text()) | {"source_lang": code}), encoding="utf-8")
     assert model_settings(tmp_path / "model")["example"] == "我有一只猫。"
+
+
+# Each holds what the explorer's English-only rules prepared otherwise than sacremoses: an elided article (French,
+# 40% of Multi30K's French sentences), a possessive and German quotation marks, an escaped "&amp;", an abbreviation.
+SENTENCES = {
+    "en": ["A man's dog isn't here, they're sure.", "Stone &amp; tile at Prince St. Cafe... No. 5!", '"Hi," she said.'],
+    "de": ["Ein Junge spielt bei McDonald's GameCube.", "Auf dem Schild steht „Welcome Bikers“.", "Am 3. Mai, z.B."],
+    "fr-FR": ["L'homme qu'il a vu.", "Un garçon d'environ 5 ans joue aujourd'hui.", "« Bonjour ! » dit-il..."],
+    "zh": ["我有一只猫。", "他说：“你好！”", "Tom's 3,000 元。"],
+}
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+@pytest.mark.parametrize("code", SENTENCES)
+def test_the_page_prepares_a_sentence_for_a_tokenized_model_as_the_pipeline_does(smoke_run, tmp_path, code, side):
+    """A model trained on lowercased, Moses-tokenized text reads a sentence so prepared; the page must prepare a source
+    (and a forced target prefix) as the pipeline does, with sacremoses' rules for that side's language, or it
+    translates another input."""
+    shutil.copytree(smoke_run[0], tmp_path / "model")
+    config = tmp_path / "model" / "tokenizer_config.json"
+    other = {"source": "target", "target": "source"}[side]
+    other_lang = "it" if code == "en" else "en"  # rules that differ, so that a page that mixes up the sides fails
+    recorded = {"text_preprocessing": "lowercase_tokenized", f"{side}_lang": code, f"{other}_lang": other_lang}
+    config.write_text(json.dumps(json.loads(config.read_text()) | recorded), encoding="utf-8")
+    (tmp_path / "explorer.json").write_text(json.dumps(model_settings(tmp_path / "model")), encoding="utf-8")
+    page = node(f"""
+        import {{ readFileSync }} from "node:fs";
+        import {{ Translator }} from {json.dumps((ROOT / "tools/explorer/decoding.js").as_uri())};
+        const settings = JSON.parse(readFileSync({json.dumps(str(tmp_path / "explorer.json"))}, "utf-8"));
+        const page = new Translator(null, null, null, null, settings);
+        console.log(JSON.stringify({json.dumps(SENTENCES[code])}.map((sentence) => page.prepare(sentence, "{side}"))));
+    """)
+    prepare = text_preparation(AutoTokenizer.from_pretrained(tmp_path / "model"), side)
+    assert page == [prepare(sentence) for sentence in SENTENCES[code]]

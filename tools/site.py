@@ -21,10 +21,11 @@ import subprocess
 from pathlib import Path
 
 from vanilla_transformer import modeling_vanilla_transformer
+from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, moses_tokenizer
 from vanilla_transformer.training import one_line_errors, primary_language, replacement_problem, write_folder
 
 EXPLORER = Path(__file__).with_name("explorer")
-PAGE_FILES = ("index.html", "explorer.js", "decoding.js", "explorer.css")
+PAGE_FILES = ("index.html", "explorer.js", "decoding.js", "moses.js", "explorer.css")
 SITE_INDEX = "site.json"
 # The site's two subfolders: a --force build may replace a folder holding these and no other.
 LIBRARY_FOLDER, MODELS_FOLDER = "lib", "models"
@@ -86,8 +87,33 @@ def code_page(target: Path) -> dict[str, int]:
     return {name: line for name, line in found.items() if line}
 
 
+def code_point_ranges(characters: str) -> list[list[int]]:
+    """The code points of `characters` as [first, last] runs: "abcx" -> [[97, 99], [120, 120]]."""
+    ranges: list[list[int]] = []
+    for point in sorted(set(map(ord, characters))):
+        if ranges and ranges[-1][1] == point - 1:
+            ranges[-1][1] = point
+        else:
+            ranges.append([point, point])
+    return ranges
+
+
+def moses_settings(lang: str) -> dict:
+    """What moses.js needs to tokenize `lang` as sacremoses does: the language its rules know it by, its nonbreaking
+    prefixes, and sacremoses' character classes for it (Chinese, Japanese and Korean add their own letters)."""
+    moses = moses_tokenizer(lang)
+    classes = {"alnum": moses.IsAlnum, "alpha": moses.IsAlpha, "numbers": moses.IsN, "lower": moses.IsLower}
+    return {
+        "lang": moses.lang,
+        "nonbreaking_prefixes": moses.NONBREAKING_PREFIXES,
+        "numeric_only_prefixes": moses.NUMERIC_ONLY_PREFIXES,
+        **{name: code_point_ranges(characters) for name, characters in classes.items()},
+    }
+
+
 def model_settings(folder: Path) -> dict:
-    """explorer.json: what the page needs of config.json, generation_config.json and tokenizer_config.json."""
+    """explorer.json: what the page needs of config.json, generation_config.json and tokenizer_config.json, and, for a
+    model of lowercased, Moses-tokenized text, sacremoses' settings for each side's language."""
 
     def read(name: str) -> dict:
         path = folder / name
@@ -113,6 +139,8 @@ def model_settings(folder: Path) -> dict:
     for side in ("source_lang", "target_lang"):
         settings[side] = tokenizer.get(side, "?")
     settings["example"] = EXAMPLES.get(primary_language(settings["source_lang"]), "")
+    if settings["text_preprocessing"] == LOWERCASE_TOKENIZED:  # a missing language is English, as in the pipeline
+        settings["moses"] = {side: moses_settings(tokenizer.get(f"{side}_lang", "en")) for side in ("source", "target")}
     return settings
 
 

@@ -2,6 +2,8 @@
 // searches for one sentence, step for step as transformers 5.x runs them (generation/utils.py, _beam_search), so
 // that the page gives the tokens that model.generate() gives with the folder's generation_config.json.
 
+import { mosesTokenizer } from "./moses.js";
+
 const NEG = -1.0e9; // transformers' "never choose this" score
 const f32 = Math.fround; // transformers adds and divides float32 scores: so does this file
 
@@ -22,18 +24,13 @@ export class Translator {
     return new Translator(ort, tokenizer, encoder, decoder, settings);
   }
 
-  // What training did to a sentence before the vocabulary saw it (pipeline_vanilla_transformer.text_preparation).
-  // sacremoses' English tokenizer is not in JavaScript: these rules prepare 99.8% of Multi30K's English sentences
-  // as it does (the others hold rare marks: "&amp;", "st.", a quote after a word).
-  prepare(text) {
+  // What training did to a `side` ("source" or "target") sentence before the vocabulary saw it
+  // (pipeline_vanilla_transformer.text_preparation): nothing, or lowercasing and sacremoses' Moses tokenization.
+  prepare(text, side = "source") {
     if (this.settings.text_preprocessing !== "lowercase_tokenized") return text;
-    const spaced = text.toLowerCase().replaceAll("...", " \u2026 ").replace(/([,!?;:"()/])/g, " $1 ")
-      .replace(/([a-z])'([a-z])/g, "$1 '$2").replace(/(\S)'(\s|$)/g, "$1 '$2");
-    return spaced.split(/\s+/).filter(Boolean).flatMap((token) => {
-      if (token === "\u2026") return ["..."];
-      if (/^([a-z]\.)+$/.test(token) && token.length > 2) return [token]; // u.s., e.s.e.
-      return token.length > 1 && token.endsWith(".") ? [token.slice(0, -1), "."] : [token];
-    }).join(" ");
+    this.moses ??= {};
+    this.moses[side] ??= mosesTokenizer(this.settings.moses[side]);
+    return this.moses[side](text.toLowerCase());
   }
 
   sourceIds(text) {

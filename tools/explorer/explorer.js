@@ -274,7 +274,7 @@ function drawPositions() {
 async function force() {
   const t = state.translator;
   const sourceIds = t.sourceIds($("source").value);
-  const prefixIds = t.tokenizer.encode(t.prepare($("prefix").value), { add_special_tokens: false }).ids;
+  const prefixIds = t.tokenizer.encode(t.prepare($("prefix").value, "target"), { add_special_tokens: false }).ids;
   const { predictions } = await t.teacherForced(sourceIds, prefixIds, 10);
   $("next-tokens").innerHTML = predictions[predictions.length - 1]
     .map((c) => `<li>${escape(t.tokens([c.id])[0])} ${(100 * c.p).toFixed(1)}%</li>`).join("");
