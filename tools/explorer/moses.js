@@ -1,8 +1,9 @@
 // The Moses tokenizer of sacremoses (MosesTokenizer.tokenize, without escaping), rule for rule in its order, for a
 // model trained on lowercased, Moses-tokenized text (`--preprocess lowercase_tokenized`): the page must hand it a
-// sentence prepared exactly as the pipeline does. No JavaScript library does this; `vt-site` writes what the rules
-// read from sacremoses itself into explorer.json ("moses"): the language, its nonbreaking prefixes and sacremoses'
-// character classes as code point ranges (Perl's, which JavaScript's \p{...} classes do not match).
+// sentence prepared exactly as the pipeline does. No JavaScript library found does this (transformers.js's XLM
+// tokenizer says it is inexact for want of it); `vt-site` writes what the rules read from sacremoses itself into
+// explorer.json ("moses"): the language, its nonbreaking prefixes and sacremoses' character classes as code point
+// ranges (Perl's, which JavaScript's \p{...} classes do not match).
 
 // Python's whitespace (str.isspace), which its \s, strip() and split() use; JavaScript's \s differs.
 const SPACE = "\\t\\n\\v\\f\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
