@@ -37,8 +37,20 @@ def test_the_model_imports_only_torch_transformers_and_its_siblings():
         for name in imported_modules(path):
             top = name.split(".")[0]
             allowed = {"", "torch", "transformers", "typing_extensions", "collections", "contextlib", "dataclasses"}
-            allowed |= {"functools", "json", "math", "os", "shutil", "typing", "sacremoses"}  # sacremoses: Moses
+            allowed |= {"functools", "json", "math", "os", "shutil", "sacremoses"}  # sacremoses: tokenized text
             assert top in allowed, f"{path.name} imports {name}"
+
+
+def test_the_code_a_model_folder_carries_asks_transformers_for_no_package_beyond_torch(smoke_run):
+    """transformers refuses to load a folder's code (trust_remote_code) that imports, outside a try block, a package
+    that is not installed: sacremoses, which only models of Moses-tokenized text need, must stay inside one."""
+    from transformers.dynamic_module_utils import get_imports
+
+    carried = list(smoke_run[0].glob("*.py"))
+    assert len(carried) == 5, carried
+    for path in carried:
+        asked = set(get_imports(path)) - sys.stdlib_module_names
+        assert asked <= {"torch", "transformers", "typing_extensions"}, f"{path.name} asks for {asked}"
 
 
 def test_imports_run_one_way_and_the_tools_use_only_the_recipes_public_names():

@@ -15,15 +15,11 @@ not installed.
 """
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import torch
 from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedTokenizerBase
 
 from .input_checks import check_tokenizer
-
-if TYPE_CHECKING:
-    from sacremoses import MosesTokenizer
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -38,19 +34,14 @@ def language_subtag(code: str) -> str:
     return code.lower().replace("_", "-").split("-")[0]
 
 
-def moses_tokenizer(lang: str) -> "MosesTokenizer":
-    """sacremoses' Moses tokenizer for the language `lang` (a code such as "en" or "fr-FR")."""
+def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
+    """Text -> lowercased, Moses-tokenized text (sacremoses, without escaping): A man's dog. -> a man 's dog ."""
     try:  # imported here: only such models need it, and transformers does not install it
         from sacremoses import MosesTokenizer
     except ImportError:
         raise ImportError("This model reads lowercased, Moses-tokenized text: pip install sacremoses") from None
     # sacremoses knows a language by its first part alone: with "fr-FR" it would split French as no language.
-    return MosesTokenizer(lang=language_subtag(lang))
-
-
-def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
-    """Text -> lowercased, Moses-tokenized text (sacremoses, without escaping): A man's dog. -> a man 's dog ."""
-    moses = moses_tokenizer(lang)
+    moses = MosesTokenizer(lang=language_subtag(lang))
 
     def tokenize(text: str) -> str:
         return moses.tokenize(text.lower(), return_str=True, escape=False)
