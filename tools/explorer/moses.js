@@ -15,7 +15,8 @@ export function mosesTokenizer({ lang, nonbreaking_prefixes, numeric_only_prefix
   const [ALNUM, ALPHA, N] = [alnum, alpha, numbers].map(characters);
   const all = (source) => new RegExp(source, "gu");
   const spaces = all(`[${SPACE}]+`);
-  const strip = (text) => text.replace(all(`^[${SPACE}]+|[${SPACE}]+$`), "");
+  const ends = all(`^[${SPACE}]+|[${SPACE}]+$`);
+  const strip = (text) => text.replace(ends, "");
   // The apostrophe rules of English, of French and Italian, and of every other language.
   const apostrophes = {
     en: [
@@ -31,7 +32,7 @@ export function mosesTokenizer({ lang, nonbreaking_prefixes, numeric_only_prefix
       [`([${ALPHA}])'([^${ALPHA}])`, "$1 ' $2"],
       [`([${ALPHA}])'([${ALPHA}])`, "$1' $2"],
     ],
-  }[lang === "it" ? "fr" : lang] ?? [["'", " ' "]];
+  }[lang === "it" ? "fr" : lang]?.map(([pattern, replacement]) => [all(pattern), replacement]) ?? [[/'/g, " ' "]];
 
   // handles_nonbreaking_prefixes: a word's final full stop is split off unless the word is an abbreviation.
   const nonbreaking = new Set(nonbreaking_prefixes);
@@ -53,14 +54,17 @@ export function mosesTokenizer({ lang, nonbreaking_prefixes, numeric_only_prefix
     }).join(" ");
   };
 
+  // Built once: the character classes make each expression some thousands of characters long.
+  const padOthers = all(`([^${ALNUM}${SPACE}.'\`,\\-])`);
+  // COMMA_SEPARATE_1 to 3: a comma inside 5,300 stays.
+  const commas = [[all(`([^${N}]),`), "$1 , "], [all(`,([^${N}])`), " , $1"], [all(`([${N}]),$`), "$1 , "]];
+
   return (input) => {
     let text = strip(input.replace(spaces, " ").replace(/[\x00-\x1f]/g, "")); // DEDUPLICATE_SPACE, ASCII_JUNK
-    text = text.replace(all(`([^${ALNUM}${SPACE}.'\`,\\-])`), " $1 "); // PAD_NOT_ISALNUM
+    text = text.replace(padOthers, " $1 "); // PAD_NOT_ISALNUM
     const dots = (run, at) => ` ${"DOT".repeat(run.length)}MULTI${at + run.length < text.length ? " " : ""}`;
     text = text.replace(/\.{2,}/g, dots); // replace_multidots: "..." stays one token
-    text = text.replace(all(`([^${N}]),`), "$1 , ").replace(all(`,([^${N}])`), " , $1"); // COMMA_SEPARATE_1, 2
-    text = text.replace(all(`([${N}]),$`), "$1 , "); // COMMA_SEPARATE_3 (a comma inside 5,300 stays)
-    for (const [pattern, replacement] of apostrophes) text = text.replace(all(pattern), replacement);
+    for (const [pattern, replacement] of [...commas, ...apostrophes]) text = text.replace(pattern, replacement);
     text = strip(splitFullStops(text).replace(spaces, " "));
     text = text.replace(/\.' ?$/, " . ' "); // TRAILING_DOT_APOSTROPHE
     return text.replace(/(?:DOT)+MULTI/g, (marker) => ".".repeat((marker.length - 5) / 3)); // restore_multidots
