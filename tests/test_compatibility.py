@@ -92,29 +92,56 @@ def test_the_folder_translates_as_remote_code_where_the_package_cannot_be_import
     assert [json.loads(line) for line in result.stdout.strip().splitlines()[-2:]] == [expected, expected]
 
 
-def test_seq2seq_trainer_lowers_the_loss_in_a_few_steps(tmp_path):
+def pairs_model(seed: int = 0, **overrides):
+    """A tiny model in training mode, with the vocabulary of PAIRS' words."""
     tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
-    model = tiny_model(vocab_size=len(tokenizer)).train()
+    return tiny_model(seed, vocab_size=len(tokenizer), **overrides).train()
+
+
+def seq2seq_trainer(output_dir: Path, model, **arguments) -> Seq2SeqTrainer:
+    """A Seq2SeqTrainer of `model` on PAIRS, with the paper's label smoothing."""
+    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
     examples = [dict(tokenizer(source, text_target=target)) for source, target in PAIRS]
     collator = DataCollatorForSeq2Seq(tokenizer, model=model)  # adds the decoder inputs label smoothing needs
     args = Seq2SeqTrainingArguments(
-        str(tmp_path),
-        max_steps=30,
+        str(output_dir),
         learning_rate=3e-3,
         per_device_train_batch_size=8,
         label_smoothing_factor=0.1,
         logging_steps=1,
-        save_strategy="no",
         report_to=[],
         use_cpu=True,
         remove_unused_columns=False,
+        **arguments,
     )
-    trainer = Seq2SeqTrainer(
+    return Seq2SeqTrainer(
         model=model, args=args, train_dataset=examples, data_collator=collator, processing_class=tokenizer
     )
+
+
+def test_seq2seq_trainer_lowers_the_loss_in_a_few_steps(tmp_path):
+    trainer = seq2seq_trainer(tmp_path, pairs_model(), max_steps=30, save_strategy="no")
     trainer.train()
     losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
     assert len(losses) == 30 and losses[-1] < 0.6 * losses[0]
+
+
+@pytest.mark.parametrize("share, tie", [(True, True), (True, False), (False, True)])
+def test_the_trainer_resumes_from_a_checkpoint_missing_no_weight_and_tied(tmp_path, share, tie):
+    """A checkpoint leaves out the tied copies of the embeddings (_keys_to_ignore_on_save); the Trainer, resuming, ties
+    them where the keys it misses are exactly those, and otherwise warns that weights were missing."""
+    from transformers.testing_utils import CaptureLogger
+    from transformers.utils import logging
+
+    sharing = {"share_encoder_decoder_embeddings": share, "tie_word_embeddings": tie}
+    seq2seq_trainer(tmp_path, pairs_model(**sharing), max_steps=2, save_steps=2).train()
+    resumed = pairs_model(seed=1, **sharing)
+    trainer = seq2seq_trainer(tmp_path, resumed, max_steps=3, save_strategy="no")
+    with CaptureLogger(logging.get_logger("transformers.trainer")) as captured:
+        trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+    assert "missing keys" not in captured.out, captured.out
+    if tie:
+        assert resumed.lm_head.weight is resumed.get_decoder().get_input_embeddings().weight
 
 
 def test_the_modeling_file_reads_the_same_on_every_transformers_version():

@@ -161,6 +161,15 @@ else:  # 4.57
                 module_path, _, name = target.rpartition(".")
                 setattr(self.get_submodule(module_path), name, self.get_parameter(source))
 
+        def post_init(self) -> None:
+            """5.x's post_init also names the keys its submodels leave out of a checkpoint, under their prefixes, so
+            that the Trainer, resuming, ties those weights instead of warning that they are missing."""
+            super().post_init()
+            ignored = set(self._keys_to_ignore_on_save or [])
+            for prefix, module in self.named_children():
+                ignored.update(f"{prefix}.{key}" for key in getattr(module, "_keys_to_ignore_on_save", None) or [])
+            self._keys_to_ignore_on_save = ignored
+
 
 __all__ = [
     "ALL_ATTENTION_FUNCTIONS",
