@@ -13,7 +13,11 @@ shift || true
 sentences=("$@")
 [ ${#sentences[@]} -gt 0 ] || sentences=("A little girl climbs into a wooden playhouse." "Two dogs play in the snow.")
 
-[ -d .venv ] || python3 -m venv .venv
+if [ -d .venv ]; then
+    bash scripts/find_python.sh .venv/bin/python >/dev/null || { echo "(.venv: remove it to make it anew)" >&2; exit 1; }
+else
+    "$(bash scripts/find_python.sh)" -m venv .venv
+fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 python -m pip install -q --upgrade pip

@@ -1,0 +1,55 @@
+"""The README's two set-up commands make their virtualenvs with a Python that pyproject.toml accepts
+(scripts/find_python.sh): one new enough is found, and an older one is refused in one line saying what to do."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from .helpers import ROOT
+
+
+def find_python(*interpreters: str, **environment: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "find_python.sh"), *interpreters],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **environment},
+    )
+
+
+def interpreter_of_version(tmp_path, version: str) -> str:
+    """A stand-in for an interpreter: it answers every command with `version`, as the script's question asks."""
+    path = tmp_path / f"python{version}"
+    path.write_text(f"#!/bin/sh\necho {version}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_bound_is_pyprojects_and_the_running_python_meets_it():
+    bound = re.search(r'requires-python = ">=([0-9.]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))[1]
+    assert sys.version_info >= tuple(map(int, bound.split(".")))
+    found = find_python(sys.executable)
+    assert found.returncode == 0 and found.stdout.strip() == sys.executable, found.stderr
+
+
+VERSIONS = [("3.10.12", False), ("3.9.18", False), ("3.11.0", True), ("3.13.1", True)]
+
+
+@pytest.mark.parametrize("version, accepted", VERSIONS)
+def test_an_interpreter_is_taken_where_it_is_new_enough_and_refused_naming_its_version(tmp_path, version, accepted):
+    interpreter = interpreter_of_version(tmp_path, version)
+    found = find_python(interpreter)
+    if accepted:
+        assert found.returncode == 0 and found.stdout.strip() == interpreter
+    else:
+        message = found.stderr.strip()
+        assert found.returncode == 1 and found.stdout == "" and len(message.splitlines()) == 1
+        assert "Python 3.11 or later is needed" in message and f"{interpreter} is {version}" in message
+        assert "PYTHON=/path/to/python" in message
+
+
+def test_the_python_named_in_the_environment_comes_before_python3(tmp_path):
+    named = interpreter_of_version(tmp_path, "3.12.3")
+    assert find_python(PYTHON=named).stdout.strip() == named
