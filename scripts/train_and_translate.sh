@@ -14,9 +14,14 @@ sentences=("$@")
 [ ${#sentences[@]} -gt 0 ] || sentences=("A little girl climbs into a wooden playhouse." "Two dogs play in the snow.")
 
 if [ -d .venv ]; then
-    bash scripts/find_python.sh .venv/bin/python >/dev/null || { echo "(.venv: remove it to make it anew)" >&2; exit 1; }
+    bash scripts/find_python.sh .venv/bin/python >/dev/null 2>&1 || {
+        echo ".venv was made with $(.venv/bin/python --version 2>&1), older than pyproject.toml's requires-python:" \
+            "remove it (rm -rf .venv) and run this again." >&2
+        exit 1
+    }
 else
-    "$(bash scripts/find_python.sh)" -m venv .venv
+    python="$(bash scripts/find_python.sh)"
+    "$python" -m venv .venv
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
