@@ -1,8 +1,8 @@
 """What must work on both transformers 5.x and 4.57: `.ci/run` runs this file a second time in a virtualenv with
 transformers 4.57.6, on a folder that training.train wrote with 5.x (VT_TRAINED_FOLDER).
 
-Load, generate with and without the cache (greedy and beams), remote code, the translation pipeline, and a few
-Seq2SeqTrainer steps.
+Load, generate with and without the cache (greedy and beams), remote code, the translation pipeline, a few
+Seq2SeqTrainer steps, and the Trainer resuming from its checkpoint.
 """
 
 import json
@@ -92,15 +92,18 @@ def test_the_folder_translates_as_remote_code_where_the_package_cannot_be_import
     assert [json.loads(line) for line in result.stdout.strip().splitlines()[-2:]] == [expected, expected]
 
 
+def pairs_tokenizer():
+    return word_tokenizer([s for pair in PAIRS for s in pair])
+
+
 def pairs_model(seed: int = 0, **overrides):
     """A tiny model in training mode, with the vocabulary of PAIRS' words."""
-    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
-    return tiny_model(seed, vocab_size=len(tokenizer), **overrides).train()
+    return tiny_model(seed, vocab_size=len(pairs_tokenizer()), **overrides).train()
 
 
 def seq2seq_trainer(output_dir: Path, model, **arguments) -> Seq2SeqTrainer:
     """A Seq2SeqTrainer of `model` on PAIRS, with the paper's label smoothing."""
-    tokenizer = word_tokenizer([s for pair in PAIRS for s in pair])
+    tokenizer = pairs_tokenizer()
     examples = [dict(tokenizer(source, text_target=target)) for source, target in PAIRS]
     collator = DataCollatorForSeq2Seq(tokenizer, model=model)  # adds the decoder inputs label smoothing needs
     args = Seq2SeqTrainingArguments(
