@@ -50,6 +50,11 @@ def test_an_interpreter_is_taken_where_it_is_new_enough_and_refused_naming_its_v
         assert "PYTHON=/path/to/python" in message
 
 
-def test_the_python_named_in_the_environment_comes_before_python3(tmp_path):
+def test_the_python_named_in_the_environment_is_the_only_one_taken(tmp_path):
+    """A python3 on the PATH, new enough or not, is never taken in place of the one the user named."""
     named = interpreter_of_version(tmp_path, "3.12.3")
     assert find_python(PYTHON=named).stdout.strip() == named
+    older = find_python(PYTHON=interpreter_of_version(tmp_path, "3.10.12"))
+    assert older.returncode == 1 and older.stdout == "" and "3.10.12" in older.stderr
+    missing = find_python(PYTHON=str(tmp_path / "python3.99"))
+    assert missing.returncode == 1 and f"{tmp_path / 'python3.99'} is not a Python interpreter" in missing.stderr
