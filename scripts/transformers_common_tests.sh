@@ -16,7 +16,10 @@ python -m pip download -q --no-deps --no-binary :all: "transformers==$version" -
 tar -xzf "$work"/transformers-*.tar.gz -C "$work"
 root="$work/transformers-$version"
 tests="$root/tests"
-[ -f "$tests/test_modeling_common.py" ] || { echo "transformers $version's source release has no tests/test_modeling_common.py" >&2; exit 1; }
+if [ ! -f "$tests/test_modeling_common.py" ]; then
+    echo "transformers $version's source release has no tests/test_modeling_common.py" >&2
+    exit 1
+fi
 python -c "import parameterized" 2>/dev/null || python -m pip install -q parameterized   # a test dependency of theirs
 
 stand_in() {  # FILE CONTENT: written only where the release lacks it
