@@ -237,6 +237,16 @@ def test_a_chinese_source_gets_the_chinese_example_whatever_its_code(smoke_run, 
     assert model_settings(tmp_path / "model")["example"] == "我有一只猫。"
 
 
+@pytest.mark.parametrize("code", ["fr", "fr-FR", "fra"])
+def test_the_page_tokenizes_by_the_rules_of_the_language_whatever_its_code(smoke_run, tmp_path, code):
+    shutil.copytree(smoke_run[0], tmp_path / "model")
+    config = tmp_path / "model" / "tokenizer_config.json"
+    recorded = {"text_preprocessing": "lowercase_tokenized", "source_lang": code}
+    config.write_text(json.dumps(json.loads(config.read_text()) | recorded), encoding="utf-8")
+    moses = model_settings(tmp_path / "model")["moses"]["source"]
+    assert moses["lang"] == "fr" and "C.Q.F.D" in moses["nonbreaking_prefixes"]  # French's, not English's (the default)
+
+
 # Each holds what the explorer's English-only rules prepared otherwise than sacremoses: an elided article (French,
 # 40% of Multi30K's French sentences), a possessive and German quotation marks, an escaped "&amp;", an abbreviation.
 SENTENCES = {

@@ -33,9 +33,10 @@ def lowercase_run(tmp_path_factory):
     return output, report
 
 
-@pytest.mark.parametrize("code", ["fr", "fr-FR", "fr_CA", "FR"])
-def test_a_language_code_with_a_region_is_tokenized_by_its_languages_rules(code):
-    # sacremoses, handed "fr-FR", knew no language and split the elided article from the word as an English quote.
+@pytest.mark.parametrize("code", ["fr", "fr-FR", "fr_CA", "FR", "fra", "fre"])
+def test_a_language_code_with_a_region_or_of_three_letters_is_tokenized_by_its_languages_rules(code):
+    # sacremoses, handed "fr-FR" or Tatoeba's "fra", knew no language and split the elided article from the word as an
+    # English quote.
     assert lowercase_tokenizer(code)("L'homme qu'il a vu.") == "l' homme qu' il a vu ."
 
 

@@ -225,11 +225,13 @@ def test_a_python_that_cannot_score_the_evaluation_is_told_so_before_training(tm
     assert not (tmp_path / "run").exists()  # before the vocabulary, the data and the training
 
 
-def test_a_python_without_mecab_is_told_so_before_training_into_japanese(tmp_path, monkeypatch):
+@pytest.mark.parametrize("code", ["ja", "jpn"])
+def test_a_python_without_mecab_is_told_so_before_training_into_japanese(tmp_path, monkeypatch, code):
     monkeypatch.setattr("sacrebleu.tokenizers.tokenizer_ja_mecab.MeCab", None)  # as sacreBLEU leaves it without MeCab
-    message = r"scoring translations into 'ja': sacreBLEU's ja-mecab tokenizer .* pip install 'sacrebleu\[ja\]'"
+    # The extra that installs MeCab is named by the two-letter code, whatever code the user gave.
+    message = rf"scoring translations into '{code}': sacreBLEU's ja-mecab tokenizer .* pip install 'sacrebleu\[ja\]'"
     with pytest.raises(ValueError, match=message):
-        train_main([*SMOKE, "--target_lang", "ja", "--output_dir", str(tmp_path / "run")])
+        train_main([*SMOKE, "--target_lang", code, "--output_dir", str(tmp_path / "run")])
     assert not (tmp_path / "run").exists()
 
 

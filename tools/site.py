@@ -23,8 +23,8 @@ from pathlib import Path
 from sacremoses import MosesTokenizer
 
 from vanilla_transformer import modeling_vanilla_transformer
-from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, language_subtag
-from vanilla_transformer.training import one_line_errors, primary_language, replacement_problem, write_folder
+from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, primary_language
+from vanilla_transformer.training import one_line_errors, replacement_problem, write_folder
 
 EXPLORER = Path(__file__).with_name("explorer")
 PAGE_FILES = ("index.html", "explorer.js", "decoding.js", "moses.js", "explorer.css")
@@ -103,7 +103,7 @@ def code_point_ranges(characters: str) -> list[list[int]]:
 def moses_settings(lang: str) -> dict:
     """What moses.js needs to tokenize `lang` as sacremoses does: the language its rules know it by, its nonbreaking
     prefixes, and sacremoses' character classes for it (Chinese, Japanese and Korean add their own letters)."""
-    moses = MosesTokenizer(lang=language_subtag(lang))  # as the pipeline's lowercase_tokenizer builds it
+    moses = MosesTokenizer(lang=primary_language(lang))  # as the pipeline's lowercase_tokenizer builds it
     classes = {"alnum": moses.IsAlnum, "alpha": moses.IsAlpha, "numbers": moses.IsN, "lower": moses.IsLower}
     return {
         "lang": moses.lang,

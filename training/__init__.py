@@ -24,7 +24,6 @@ PUBLIC = {
     "one_line_errors": "console",
     "load_parallel_corpus": "data",
     "preprocessed": "data",
-    "primary_language": "languages",
     "read_lines": "text_files",
     "read_config": "arguments",
     "record_text_preprocessing": "tokenizer",

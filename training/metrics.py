@@ -10,9 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import sacrebleu
 
-from vanilla_transformer.pipeline_vanilla_transformer import lowercase_tokenizer
-
-from .languages import primary_language
+from vanilla_transformer.pipeline_vanilla_transformer import lowercase_tokenizer, primary_language
 
 CJK_LANGUAGES = ("zh", "ja", "ko")
 
@@ -20,12 +18,13 @@ CJK_LANGUAGES = ("zh", "ja", "ko")
 def bleu_metric(target_lang: str) -> sacrebleu.metrics.BLEU:
     """sacreBLEU with the tokenizer for the target language: "zh" for Chinese (zh-CN, cmn ...), MeCab for Japanese
     and Korean, "13a" (its default) otherwise."""
-    tokenize = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}.get(primary_language(target_lang), "13a")
+    language = primary_language(target_lang)
+    tokenize = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}.get(language, "13a")
     try:
         return sacrebleu.metrics.BLEU(tokenize=tokenize)
     except RuntimeError:  # sacreBLEU's MeCab tokenizers say so, over several lines, when MeCab is not installed
         raise ImportError(
-            f"sacreBLEU's {tokenize} tokenizer needs MeCab: pip install 'sacrebleu[{target_lang}]'"
+            f"sacreBLEU's {tokenize} tokenizer needs MeCab: pip install 'sacrebleu[{language}]'"
         ) from None
 
 

@@ -29,9 +29,28 @@ DEFAULT_BATCH_SIZE = 32
 LOWERCASE_TOKENIZED = "lowercase_tokenized"
 
 
-def language_subtag(code: str) -> str:
-    """A language code's first part, lowercased: "fr-FR" and "zh_Hans" as "fr" and "zh"."""
-    return code.lower().replace("_", "-").split("-")[0]
+# ISO 639-2 and 639-3 codes (Tatoeba's and manythings.org's: eng, cmn, deu) of the languages the recipe tells apart,
+# as ISO 639-1, the codes sacremoses and sacreBLEU know; Mandarin, Cantonese and Wu as Chinese, whose characters they
+# share. Listed, not looked up: the `langcodes` package knows every language, a dependency for some forty codes.
+# fmt: off
+LONG_CODES = {
+    "cmn": "zh", "zho": "zh", "chi": "zh", "yue": "zh", "wuu": "zh", "jpn": "ja", "kor": "ko",
+    "eng": "en", "deu": "de", "ger": "de", "fra": "fr", "fre": "fr", "spa": "es", "ita": "it", "por": "pt",
+    "nld": "nl", "dut": "nl", "swe": "sv", "dan": "da", "nor": "no", "nob": "nb", "fin": "fi", "est": "et",
+    "ces": "cs", "cze": "cs", "slk": "sk", "slo": "sk", "pol": "pl", "ron": "ro", "rum": "ro", "hun": "hu",
+    "tur": "tr", "ind": "id", "msa": "ms", "may": "ms", "zsm": "ms", "vie": "vi",
+    "rus": "ru", "ukr": "uk", "bel": "be", "bul": "bg", "mkd": "mk", "mac": "mk", "kaz": "kk",
+    "ell": "el", "gre": "el", "ara": "ar", "fas": "fa", "per": "fa", "pes": "fa", "urd": "ur", "heb": "he",
+    "hin": "hi", "mar": "mr", "nep": "ne", "npi": "ne", "tha": "th",
+}
+# fmt: on
+
+
+def primary_language(code: str) -> str:
+    """`code`'s language, lowercased, without region or script ("zh-CN" and "zh_Hans" as "zh"), as its two-letter
+    code where LONG_CODES knows a longer one ("cmn" and "eng" as "zh" and "en")."""
+    primary = code.lower().replace("_", "-").split("-")[0]
+    return LONG_CODES.get(primary, primary)
 
 
 def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
@@ -40,8 +59,8 @@ def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
         from sacremoses import MosesTokenizer
     except ImportError:
         raise ImportError("This model reads lowercased, Moses-tokenized text: pip install sacremoses") from None
-    # sacremoses knows a language by its first part alone: with "fr-FR" it would split French as no language.
-    moses = MosesTokenizer(lang=language_subtag(lang))
+    # sacremoses knows a language by its two-letter code alone: handed "fr-FR" or "fra", it splits French as English.
+    moses = MosesTokenizer(lang=primary_language(lang))
 
     def tokenize(text: str) -> str:
         return moses.tokenize(text.lower(), return_str=True, escape=False)
