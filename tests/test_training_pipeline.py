@@ -5,6 +5,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -104,6 +105,23 @@ def test_the_card_is_about_its_own_model_alone_and_valid_for_the_hub(smoke_run):
     steps, bleu = report["summary"]["steps"], report["results"]["averaged (last 2)"]["test"]["bleu"]
     assert f"{steps:,} steps" in text and f"{bleu:.2f}" in text and "| label smoothing | 0.1 |" in text
     assert "4+4 layers" not in text and "2+2 layers, d_model 64" in text  # the smoke model's own shape
+
+
+def test_the_cards_languages_are_the_codes_the_hub_takes_with_regions_apart(tmp_path):
+    """The Hub's metadata check takes only lowercase ISO 639 codes in `language`: "de-DE" there is an error shown on
+    the model's page; a code with a region goes in `language_bcp47`."""
+    from huggingface_hub import ModelCard
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for path in (ROOT / "examples/tiny").iterdir():  # the tiny corpus with its German named de-DE
+        shutil.copy(path, data / path.name.replace(".de", ".de-DE"))
+    output = tmp_path / "run"
+    train_main(
+        [*SMOKE, "--data_dir", str(data), "--target_lang", "de-DE", "--max_steps", "4", "--output_dir", str(output)]
+    )
+    card = ModelCard.load(output / "README.md")
+    assert card.data.language == ["en", "de"] and card.data.language_bcp47 == ["de-DE"]
 
 
 def test_the_cards_settings_name_the_schedule_and_weight_decay_word_late_and_layer_dropout_only_where_used():

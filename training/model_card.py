@@ -2,10 +2,13 @@
 from the top-level `model_card.md` (a Jinja template) with the run's own settings and results."""
 
 import platform
+import re
 from pathlib import Path
 
 import torch
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from vanilla_transformer.pipeline_vanilla_transformer import language_subtag
 
 # The top-level model_card.md, linked into this package so that a wheel carries it (setuptools copies the file).
 TEMPLATE = Path(__file__).resolve().parent / "model_card.md"
@@ -36,6 +39,19 @@ def hardware_description() -> str:
 
 def duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} minutes" if seconds >= 120 else f"{seconds:.0f} seconds"
+
+
+def hub_languages(*codes: str) -> dict[str, list[str] | None]:
+    """The card's `language` and `language_bcp47` fields for the pair's codes as the user gave them. The Hub takes
+    only ISO 639 codes, lowercase, in `language` ("zh-CN" and "FR" there are metadata errors): each code's language
+    part where it is one ("cmn" stays: Mandarin is its own ISO 639-3 language), and codes with a region or script in
+    `language_bcp47`."""
+    languages = [language_subtag(code) for code in codes]
+    regional = [code.replace("_", "-") for code in codes if language_subtag(code) != code.lower()]
+    return {
+        "language": list(dict.fromkeys(code for code in languages if re.fullmatch("[a-z]{2,3}", code))) or None,
+        "language_bcp47": regional or None,
+    }
 
 
 def evaluation_results(task_languages: tuple[str, str], dataset: str, results: dict[str, dict]) -> list[EvalResult]:
@@ -96,7 +112,7 @@ def render_model_card(
         (known for key, known in KNOWN_DATASETS.items() if key in dataset.lower()), (dataset, f"`{dataset}`.")
     )
     card_data = ModelCardData(
-        language=[source_lang, target_lang],
+        **hub_languages(source_lang, target_lang),
         license="apache-2.0",
         library_name="transformers",
         pipeline_tag="translation",

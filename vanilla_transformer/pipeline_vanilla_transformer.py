@@ -46,11 +46,15 @@ LONG_CODES = {
 # fmt: on
 
 
+def language_subtag(code: str) -> str:
+    """A language code's first part, lowercased: "fr-FR" and "zh_Hans" as "fr" and "zh"."""
+    return code.lower().replace("_", "-").split("-")[0]
+
+
 def primary_language(code: str) -> str:
     """`code`'s language, lowercased, without region or script ("zh-CN" and "zh_Hans" as "zh"), as its two-letter
     code where LONG_CODES knows a longer one ("cmn" and "eng" as "zh" and "en")."""
-    primary = code.lower().replace("_", "-").split("-")[0]
-    return LONG_CODES.get(primary, primary)
+    return LONG_CODES.get(language_subtag(code), language_subtag(code))
 
 
 def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
