@@ -419,9 +419,12 @@ def test_cpu_bf16_needs_the_instructions_and_a_faster_training_step(monkeypatch,
     assert probed == [1.7, 0.8]
     monkeypatch.undo()
     capabilities = {"avx512_bf16": True, "amx_bf16": False, "avx2": True}  # as torch.cpu.get_capabilities() says
-    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
+    # torch 2.8 has no get_capabilities: there no CPU is taken to have the instructions.
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities, raising=False)
     assert precision.cpu_bf16_instructions() == {"avx512_bf16"}
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx2": True})
+    assert precision.cpu_bf16_instructions() == set()
+    monkeypatch.delattr(torch.cpu, "get_capabilities")
     assert precision.cpu_bf16_instructions() == set()
 
 

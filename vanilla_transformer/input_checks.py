@@ -81,7 +81,9 @@ def check_seq2seq_inputs(
         if ids is not None and embeds is not None:
             raise ValueError(f"Pass {name} or its embeddings, not both.")
         check_token_ids(ids, vocab_size, name)
-    source = next((tokens for tokens in (input_ids, inputs_embeds, encoder_hidden_states) if tokens is not None), None)
+    source = input_ids if input_ids is not None else inputs_embeds
+    if source is None:  # the encoder's output given instead (generate())
+        source = encoder_hidden_states
     target = decoder_input_ids if decoder_input_ids is not None else decoder_inputs_embeds
     check_batch_sizes(
         input_ids=input_ids,
