@@ -29,9 +29,10 @@ DEFAULT_BATCH_SIZE = 32
 LOWERCASE_TOKENIZED = "lowercase_tokenized"
 
 
-# ISO 639-2 and 639-3 codes (Tatoeba's and manythings.org's: eng, cmn, deu) of the languages the recipe tells apart,
-# as ISO 639-1, the codes sacremoses and sacreBLEU know; Mandarin, Cantonese and Wu as Chinese, whose characters they
-# share. Listed, not looked up: the `langcodes` package knows every language, a dependency for some forty codes.
+# ISO 639-2 and 639-3 codes (Tatoeba's and manythings.org's: eng, cmn, deu) as ISO 639-1, the codes sacremoses and
+# sacreBLEU know, for the languages whose scripts training tells apart (training/languages.py); Mandarin, Cantonese and
+# Wu as Chinese, whose characters they share. Listed, not looked up: the `langcodes` package knows every language, a
+# dependency for some forty codes.
 # fmt: off
 LONG_CODES = {
     "cmn": "zh", "zho": "zh", "chi": "zh", "yue": "zh", "wuu": "zh", "jpn": "ja", "kor": "ko",
@@ -54,7 +55,8 @@ def language_subtag(code: str) -> str:
 def primary_language(code: str) -> str:
     """`code`'s language, lowercased, without region or script ("zh-CN" and "zh_Hans" as "zh"), as its two-letter
     code where LONG_CODES knows a longer one ("cmn" and "eng" as "zh" and "en")."""
-    return LONG_CODES.get(language_subtag(code), language_subtag(code))
+    language = language_subtag(code)
+    return LONG_CODES.get(language, language)
 
 
 def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
