@@ -4,6 +4,7 @@ save/load (also as remote code), gradient checkpointing, bf16, and clear errors 
 import copy
 import json
 import warnings
+from collections import Counter
 
 import pytest
 import torch
@@ -438,19 +439,19 @@ def test_folder_loads_as_remote_code_where_the_package_cannot_be_imported(tmp_pa
 # Training features -----------------------------------------------------------------------------------------------
 def test_gradient_checkpointing_recomputes_each_layer_and_gives_the_same_gradients():
     batch = dict(zip(("input_ids", "attention_mask", "labels"), random_batch(), strict=True))
-    grads, layer_calls = [], []
+    grads, ffn_calls = [], Counter()
     for checkpointing in (False, True):
         model = tiny_model(dropout=0.0).train()
         if checkpointing:  # transformers 5.25 renamed it (the old name warns); 5.9 and 4.57 have the old one only
             enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
             enable()
-        layer_calls.append(0)  # the calls of each layer's feed-forward network, inside what is checkpointed
+        # Hooked inside the layer: transformers 5.25 checkpoints a layer's forward, not the hooks around its call.
         for layer in (*model.model.encoder.layers, *model.model.decoder.layers):
-            layer.ffn.register_forward_hook(lambda *_: layer_calls.__setitem__(-1, layer_calls[-1] + 1))
+            layer.ffn.register_forward_hook(lambda *_, key=checkpointing: ffn_calls.update([key]))
         model(**batch).loss.backward()
         grads.append({name: p.grad for name, p in model.named_parameters()})
     assert tiny_model().supports_gradient_checkpointing
-    assert layer_calls[1] == 2 * layer_calls[0]  # each layer's forward run again in the backward pass
+    assert ffn_calls[True] == 2 * ffn_calls[False]  # each layer's forward run again in the backward pass
     for name, grad in grads[0].items():
         torch.testing.assert_close(grads[1][name], grad, rtol=1e-5, atol=1e-6, msg=name)
 

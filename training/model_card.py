@@ -47,7 +47,9 @@ def hub_languages(*codes: str) -> dict[str, list[str] | None]:
     part where it is one ("cmn" stays: Mandarin is its own ISO 639-3 language), and codes with a region or script in
     `language_bcp47`."""
     languages = [language_subtag(code) for code in codes]
-    regional = [code.replace("_", "-") for code in codes if language_subtag(code) != code.lower()]
+    regional = [
+        code.replace("_", "-") for code, language in zip(codes, languages, strict=True) if language != code.lower()
+    ]
     return {
         "language": list(dict.fromkeys(code for code in languages if re.fullmatch("[a-z]{2,3}", code))) or None,
         "language_bcp47": regional or None,
