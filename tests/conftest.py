@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
@@ -18,6 +19,22 @@ if importlib.util.find_spec("vanilla_transformer.training") is not None:
     from vanilla_transformer.training.mkl_kernels import use_mkl_intel_kernels
 
     use_mkl_intel_kernels()
+
+
+def share_the_cores_among_workers() -> None:
+    """Under pytest-xdist (`-n 2`), each worker and the processes it starts multiply on its share of the cores:
+    two processes each spreading over every core slow each other down many times over."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers < 2:
+        return
+    from vanilla_transformer.tools.translate import available_cores
+
+    threads = max(1, available_cores() // workers)
+    os.environ.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    torch.set_num_threads(threads)
+
+
+share_the_cores_among_workers()
 
 
 @pytest.fixture

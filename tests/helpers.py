@@ -153,6 +153,7 @@ def shared_data() -> Path:
 
 
 def free_port() -> int:
+    """A port nobody listens on now, so that two test runs on one machine (or two pytest-xdist workers) do not meet."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]

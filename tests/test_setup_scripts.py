@@ -1,12 +1,18 @@
 """The README's two set-up commands make their virtualenvs with a Python that pyproject.toml accepts
-(scripts/find_python.sh): one new enough is found, and an older one is refused in one line saying what to do."""
+(scripts/find_python.sh): one new enough is found, and an older one is refused in one line saying what to do. Its test
+command's two workers share the cores."""
 
+import os
 import re
 import subprocess
 import sys
 
 import pytest
+import torch
 
+from vanilla_transformer.tools.translate import available_cores
+
+from .conftest import share_the_cores_among_workers
 from .helpers import ROOT
 
 
@@ -58,3 +64,18 @@ def test_the_python_named_in_the_environment_is_the_only_one_taken(tmp_path):
     assert older.returncode == 1 and older.stdout == "" and "3.10.12" in older.stderr
     missing = find_python(PYTHON=str(tmp_path / "python3.99"))
     assert missing.returncode == 1 and f"{tmp_path / 'python3.99'} is not a Python interpreter" in missing.stderr
+
+
+def test_each_worker_of_the_test_command_multiplies_on_its_share_of_the_cores(monkeypatch):
+    """`pytest -n 2`: each worker, and the processes it starts, on half the cores (tests/conftest.py)."""
+    before = torch.get_num_threads()
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(name, "")  # monkeypatch puts back what was there
+    try:
+        share_the_cores_among_workers()
+        share = max(1, available_cores() // 2)
+        assert torch.get_num_threads() == share
+        assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == str(share)
+    finally:
+        torch.set_num_threads(before)

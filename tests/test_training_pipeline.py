@@ -7,7 +7,6 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from .helpers import (
     ROOT,
     SMOKE,
     SUBPROCESS_DEADLINE_S,
+    free_port,
     page_faults_of_freed_blocks,
     shared_data,
     tiny_model,
@@ -642,13 +642,6 @@ def test_report_tables_every_model_and_split_of_a_finished_run(smoke_run, tmp_pa
     assert f"{report['summary']['steps']} steps" in table
     with pytest.raises(FileNotFoundError, match="results.json"):
         run_table(tmp_path)
-
-
-def free_port() -> int:
-    """A port nobody listens on now, so that two test runs on one machine do not meet."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.mark.slow
