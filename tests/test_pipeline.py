@@ -115,6 +115,58 @@ def test_generation_arguments_reach_generate(translator):
     assert all(len(c["translation_text"].split()) <= 3 for candidates in beams for c in candidates)
 
 
+def test_token_ids_text_and_clean_up_are_returned_as_4x_returns_them():
+    """return_tensors, return_text and clean_up_tokenization_spaces, as transformers 4.x's translation pipeline took
+    them; the output is forced to "hund läuft ." so that cleaning up has a space to take."""
+    tokenizer = word_tokenizer(["ein hund läuft ."])
+    translator = TranslationPipeline(model=tiny_model(vocab_size=len(tokenizer)), tokenizer=tokenizer)
+    script = tokenizer("hund läuft .")["input_ids"]  # ends with </s>
+    forced = dict(
+        prefix_allowed_tokens_fn=lambda row, decoded: [script[min(len(decoded), len(script)) - 1]], max_new_tokens=6
+    )
+    assert translator("ein hund", **forced) == [{"translation_text": "hund läuft ."}]
+    assert translator("ein hund", clean_up_tokenization_spaces=True, **forced) == [{"translation_text": "hund läuft."}]
+    [ids] = translator("ein hund", return_tensors=True, **forced)
+    assert list(ids) == ["translation_token_ids"]
+    assert ids["translation_token_ids"].tolist() == [translator.model.config.decoder_start_token_id, *script]
+    [both] = translator("ein hund", return_tensors=True, return_text=True, **forced)
+    assert both["translation_text"] == "hund läuft ." and torch.equal(
+        both["translation_token_ids"], ids["translation_token_ids"]
+    )
+    with pytest.raises(ValueError, match="return_text=False leaves nothing"):
+        translator("ein hund", return_text=False)
+
+
+def test_a_stop_sequence_ends_the_translation_as_5x_text_generation_ends_it(smoke_run):
+    """stop_sequence (4.x's argument) becomes generate()'s stop_strings with the pipeline's tokenizer, as in 5.x's
+    text-generation pipeline; stop_strings given directly get the tokenizer too. The trained folder's sentencepiece
+    tokenizer writes "ein hund läuft auf dem gras" in subwords, forced here."""
+    folder, _ = smoke_run
+    translator = TranslationPipeline(
+        model=AutoModelForSeq2SeqLM.from_pretrained(folder), tokenizer=AutoTokenizer.from_pretrained(folder)
+    )
+    script = translator.tokenizer("ein hund läuft auf dem gras")["input_ids"]  # ends with </s>
+    forced = dict(
+        prefix_allowed_tokens_fn=lambda row, decoded: [script[min(len(decoded), len(script)) - 1]], max_new_tokens=20
+    )
+    assert translator("a dog", **forced) == [{"translation_text": "ein hund läuft auf dem gras"}]
+    assert translator("a dog", stop_sequence="läuft", **forced) == [{"translation_text": "ein hund läuft"}]
+    assert translator("a dog", stop_strings=["dem"], num_beams=2, **forced) == [
+        {"translation_text": "ein hund läuft auf dem"}
+    ]
+
+
+def test_return_text_false_is_refused_only_where_nothing_asks_for_the_token_ids():
+    """return_tensors=True given when the pipeline was made, return_text=False when it is called: the token ids."""
+    tokenizer = word_tokenizer(["ein hund läuft ."])
+    model = tiny_model(vocab_size=len(tokenizer))
+    ids_only = TranslationPipeline(model=model, tokenizer=tokenizer, return_tensors=True)
+    [record] = ids_only("ein hund", return_text=False, max_new_tokens=3)
+    assert list(record) == ["translation_token_ids"]
+    with pytest.raises(ValueError, match="return_text=False leaves nothing"):
+        TranslationPipeline(model=model, tokenizer=tokenizer, return_text=False)
+
+
 def test_an_empty_string_gives_an_empty_translation(translator):
     assert translator(["", SOURCES[0], "  "], batch_size=2) == [
         {"translation_text": ""},

@@ -134,21 +134,45 @@ class TranslationPipeline(Pipeline):
         self.prepare_source = text_preparation(self.tokenizer)
         self.source_tokens = source_token_count(self.tokenizer)
 
-    def _sanitize_parameters(self, truncation: bool | None = None, max_source_length: int | None = None, **generate):
+    def _sanitize_parameters(
+        self,
+        truncation: bool | None = None,
+        max_source_length: int | None = None,
+        return_tensors: bool | None = None,
+        return_text: bool | None = None,
+        clean_up_tokenization_spaces: bool | None = None,
+        stop_sequence: str | list[str] | None = None,
+        **generate,
+    ):
         preprocess = {}
         if truncation is not None:
             preprocess["truncation"] = truncation
         if max_source_length is not None:
             preprocess["max_source_length"] = max_source_length
+        given = dict(
+            return_tensors=return_tensors,
+            return_text=return_text,
+            clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+        )
+        postprocess = {name: value for name, value in given.items() if value is not None}
+        # At __init__ there is nothing set yet; at a call, what __init__ set still applies where the call is silent.
+        settled = {**getattr(self, "_postprocess_params", {}), **postprocess}
+        if settled.get("return_text") is False and not settled.get("return_tensors"):
+            raise ValueError("return_text=False leaves nothing to return: add return_tensors=True for the token ids.")
         # Pipeline.__call__ and __init__ pass these through; they are not generate() arguments.
-        for name in ("src_lang", "tgt_lang", "clean_up_tokenization_spaces"):
+        for name in ("src_lang", "tgt_lang"):
             generate.pop(name, None)
-        return preprocess, generate, {}
+        if stop_sequence is not None:  # as 5.x's text-generation pipeline maps it
+            generate["stop_strings"] = [stop_sequence] if isinstance(stop_sequence, str) else stop_sequence
+        if "stop_strings" in generate:  # generate() needs the tokenizer to find them in the tokens
+            generate["tokenizer"] = self.tokenizer
+        return preprocess, generate, postprocess
 
     def __call__(self, inputs: str | list[str] | Iterable[str], **kwargs):
         """Translate a string, a list of strings or an iterable of strings (then the results come as a generator);
-        kwargs: `batch_size`, `truncation`, `max_source_length`, and any
-        generate() argument (`num_beams`, `max_new_tokens`, `do_sample`, `num_return_sequences`, ...).
+        kwargs: `batch_size`, `truncation`, `max_source_length`, 4.x's `return_tensors`, `return_text`,
+        `clean_up_tokenization_spaces` and `stop_sequence`, and any generate() argument (`num_beams`,
+        `max_new_tokens`, `do_sample`, `num_return_sequences`, ...).
 
         A list is translated shortest source first and answered in its own order: a batch decodes until its longest
         translation ends, so batches of like length finish sooner."""
@@ -195,12 +219,26 @@ class TranslationPipeline(Pipeline):
         batch_size = model_inputs["input_ids"].shape[0]
         return {"output_ids": output_ids.reshape(batch_size, -1, output_ids.shape[-1]), "is_empty": is_empty}
 
-    def postprocess(self, model_outputs: dict) -> list[dict[str, str]]:
+    def postprocess(
+        self,
+        model_outputs: dict,
+        return_tensors: bool = False,
+        return_text: bool | None = None,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> list[dict]:
+        """4.x's records: the text, or with return_tensors=True the token ids (and the text too if return_text=True)."""
         sequences = model_outputs["output_ids"][0]  # (sequences, L)
+        records = [{"translation_token_ids": ids} if return_tensors else {} for ids in sequences]
+        wants_text = (not return_tensors) if return_text is None else return_text
+        if not wants_text:
+            return records
         if bool(model_outputs["is_empty"][0]):
-            return [{"translation_text": ""} for _ in sequences]
-        texts = self.tokenizer.batch_decode(sequences, skip_special_tokens=True)
-        return [{"translation_text": text.strip()} for text in texts]
+            texts = [""] * len(sequences)
+        else:
+            texts = self.tokenizer.batch_decode(
+                sequences, skip_special_tokens=True, clean_up_tokenization_spaces=clean_up_tokenization_spaces
+            )
+        return [{**record, "translation_text": text.strip()} for record, text in zip(records, texts, strict=True)]
 
 
 # What PIPELINE_REGISTRY.register_pipeline would record, set on the class alone (the registry stays untouched):
