@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, pipeline
 
 import vanilla_transformer
 from vanilla_transformer import TranslationPipeline
@@ -167,6 +167,27 @@ def test_return_text_false_is_refused_only_where_nothing_asks_for_the_token_ids(
         TranslationPipeline(model=model, tokenizer=tokenizer, return_text=False)
 
 
+def test_4x_language_tasks_translate_in_the_models_languages_and_refuse_others(smoke_run, translator):
+    """pipeline("translation_en_to_de"), 4.x's way of naming the languages (5.x's registry no longer reads it), after
+    register_translation_task() (the translator fixture's): the model's own languages translate as "translation"
+    does, other languages (from the task, src_lang or tgt_lang) are refused naming the model's; a Marian model, whose
+    tokenizer may name a group of languages, takes any."""
+    folder = str(smoke_run[0])
+    expected = pipeline("translation", model=folder)("a dog runs")
+    assert pipeline("translation_en_to_de", model=folder)("a dog runs") == expected
+    assert pipeline("translation_en-GB_to_de-DE", model=folder)("a dog runs") == expected
+    with pytest.raises(ValueError, match=r"de -> en asked for, but .* translates en -> de"):
+        pipeline("translation_de_to_en", model=folder)
+    with pytest.raises(ValueError, match=r"-> fr asked for, but .* translates en -> de"):
+        pipeline("translation", model=folder)("a dog runs", tgt_lang="fr")
+    tokenizer = translator.tokenizer
+    small = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=16, decoder_ffn_dim=16)
+    marian = MarianMTModel(
+        MarianConfig(vocab_size=len(tokenizer), pad_token_id=0, eos_token_id=3, decoder_start_token_id=0, **small)
+    )
+    assert len(pipeline("translation_en_to_fr", model=marian, tokenizer=tokenizer)("a dog", max_new_tokens=2)) == 1
+
+
 def test_an_empty_string_gives_an_empty_translation(translator):
     assert translator(["", SOURCES[0], "  "], batch_size=2) == [
         {"translation_text": ""},
@@ -230,7 +251,7 @@ def test_the_folder_works_where_neither_this_package_nor_sentencepiece_can_be_im
     )(["a dog runs", "two men play football"])
     code = f"""
         import json
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, pipeline
         folder = {str(folder)!r}
         model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
         assert type(model).__module__.startswith("transformers_modules"), type(model).__module__

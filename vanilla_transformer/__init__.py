@@ -10,6 +10,10 @@ Importing the package registers the classes with the Auto* factories, and marks 
 it transformers' "translation" task for every model in the process.
 """
 
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
 import transformers.pipelines
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
@@ -20,7 +24,7 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     sinusoidal_positional_encoding,
 )
-from .pipeline_vanilla_transformer import TranslationPipeline
+from .pipeline_vanilla_transformer import TranslationPipeline, task_languages
 
 AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
 AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
@@ -44,6 +48,17 @@ def register_translation_task() -> None:
     registry.register_pipeline(
         "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
     )
+    registry.check_task = partial(check_task_with_languages, registry.check_task)
+
+
+def check_task_with_languages(check_task: Callable, task: str) -> tuple[str, dict, Any]:
+    """The registry's task check, which in 5.x no longer reads 4.x's "translation_en_to_de": such a task is
+    "translation" with its languages as options, as 4.x returned it (the pipeline checks them against the model's)."""
+    source, target = task_languages(task)
+    if source is None:
+        return check_task(task)
+    name, implementation, _ = check_task("translation")
+    return name, implementation, (source, target)
 
 
 __all__ = [

@@ -17,7 +17,7 @@ not installed.
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
-from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedTokenizerBase
+from transformers import AutoModelForSeq2SeqLM, Pipeline, PreTrainedModel, PreTrainedTokenizerBase
 
 from .input_checks import check_tokenizer
 
@@ -57,6 +57,29 @@ def primary_language(code: str) -> str:
     code where LONG_CODES knows a longer one ("cmn" and "eng" as "zh" and "en")."""
     language = language_subtag(code)
     return LONG_CODES.get(language, language)
+
+
+def task_languages(task: str) -> tuple[str | None, str | None]:
+    """4.x's "translation_XX_to_YY" task -> (XX, YY), by 4.x's rule; any other task names no languages."""
+    parts = task.split("_")
+    if len(parts) == 4 and parts[0] == "translation" and parts[2] == "to":
+        return parts[1], parts[3]
+    return None, None
+
+
+def check_languages(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, source: str | None, target: str | None):
+    """Languages asked for (`src_lang`/`tgt_lang`, or the task's) that are not the ones this package's model was
+    trained on (its tokenizer's `source_lang`/`target_lang`, written by training) are refused: such a model writes its
+    own target language whatever it is asked. Other models' tokenizers may name a group ("ROMANCE"), so they pass."""
+    if model.config.model_type != "vanilla_transformer":
+        return
+    trained = (tokenizer.init_kwargs.get("source_lang"), tokenizer.init_kwargs.get("target_lang"))
+    for asked, known in zip((source, target), trained, strict=True):
+        if asked and known and primary_language(asked) != primary_language(known):
+            raise ValueError(
+                f"Translation {source or '?'} -> {target or '?'} asked for, but {model.name_or_path or 'the model'} "
+                f"translates {trained[0]} -> {trained[1]} (its tokenizer's source_lang and target_lang)."
+            )
 
 
 def lowercase_tokenizer(lang: str) -> Callable[[str], str]:
@@ -159,9 +182,11 @@ class TranslationPipeline(Pipeline):
         settled = {**getattr(self, "_postprocess_params", {}), **postprocess}
         if settled.get("return_text") is False and not settled.get("return_tensors"):
             raise ValueError("return_text=False leaves nothing to return: add return_tensors=True for the token ids.")
-        # Pipeline.__call__ and __init__ pass these through; they are not generate() arguments.
-        for name in ("src_lang", "tgt_lang"):
-            generate.pop(name, None)
+        # 4.x's languages: given, else the task's ("translation_en_to_de"); checked, not passed to generate().
+        languages = generate.pop("src_lang", None), generate.pop("tgt_lang", None)
+        if languages == (None, None):
+            languages = task_languages(self.task)
+        check_languages(self.model, self.tokenizer, *languages)
         if stop_sequence is not None:  # as 5.x's text-generation pipeline maps it
             generate["stop_strings"] = [stop_sequence] if isinstance(stop_sequence, str) else stop_sequence
         if "stop_strings" in generate:  # generate() needs the tokenizer to find them in the tokens
