@@ -67,7 +67,9 @@ def task_languages(task: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def check_languages(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, source: str | None, target: str | None):
+def check_languages(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, source: str | None, target: str | None
+) -> None:
     """Languages asked for (`src_lang`/`tgt_lang`, or the task's) that are not the ones this package's model was
     trained on (its tokenizer's `source_lang`/`target_lang`, written by training) are refused: such a model writes its
     own target language whatever it is asked. Other models' tokenizers may name a group ("ROMANCE"), so they pass."""
