@@ -115,15 +115,21 @@ def test_generation_arguments_reach_generate(translator):
     assert all(len(c["translation_text"].split()) <= 3 for candidates in beams for c in candidates)
 
 
+def forcing(script: list[int], max_new_tokens: int) -> dict:
+    """generate() arguments that make any model write `script` (token ids ending with </s>), one token per step."""
+    return dict(
+        prefix_allowed_tokens_fn=lambda row, decoded: [script[min(len(decoded), len(script)) - 1]],
+        max_new_tokens=max_new_tokens,
+    )
+
+
 def test_token_ids_text_and_clean_up_are_returned_as_4x_returns_them():
     """return_tensors, return_text and clean_up_tokenization_spaces, as transformers 4.x's translation pipeline took
     them; the output is forced to "hund läuft ." so that cleaning up has a space to take."""
     tokenizer = word_tokenizer(["ein hund läuft ."])
     translator = TranslationPipeline(model=tiny_model(vocab_size=len(tokenizer)), tokenizer=tokenizer)
     script = tokenizer("hund läuft .")["input_ids"]  # ends with </s>
-    forced = dict(
-        prefix_allowed_tokens_fn=lambda row, decoded: [script[min(len(decoded), len(script)) - 1]], max_new_tokens=6
-    )
+    forced = forcing(script, max_new_tokens=6)
     assert translator("ein hund", **forced) == [{"translation_text": "hund läuft ."}]
     assert translator("ein hund", clean_up_tokenization_spaces=True, **forced) == [{"translation_text": "hund läuft."}]
     [ids] = translator("ein hund", return_tensors=True, **forced)
@@ -146,9 +152,7 @@ def test_a_stop_sequence_ends_the_translation_as_5x_text_generation_ends_it(smok
         model=AutoModelForSeq2SeqLM.from_pretrained(folder), tokenizer=AutoTokenizer.from_pretrained(folder)
     )
     script = translator.tokenizer("ein hund läuft auf dem gras")["input_ids"]  # ends with </s>
-    forced = dict(
-        prefix_allowed_tokens_fn=lambda row, decoded: [script[min(len(decoded), len(script)) - 1]], max_new_tokens=20
-    )
+    forced = forcing(script, max_new_tokens=20)
     assert translator("a dog", **forced) == [{"translation_text": "ein hund läuft auf dem gras"}]
     assert translator("a dog", stop_sequence="läuft", **forced) == [{"translation_text": "ein hund läuft"}]
     assert translator("a dog", stop_strings=["dem"], num_beams=2, **forced) == [
@@ -251,7 +255,7 @@ def test_the_folder_works_where_neither_this_package_nor_sentencepiece_can_be_im
     )(["a dog runs", "two men play football"])
     code = f"""
         import json
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, pipeline
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
         folder = {str(folder)!r}
         model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
         assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
