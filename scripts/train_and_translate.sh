@@ -14,9 +14,8 @@ sentences=("$@")
 [ ${#sentences[@]} -gt 0 ] || sentences=("A little girl climbs into a wooden playhouse." "Two dogs play in the snow.")
 
 if [ -d .venv ]; then
-    bash scripts/find_python.sh .venv/bin/python >/dev/null 2>&1 || {
-        echo ".venv was made with $(.venv/bin/python --version 2>&1), older than pyproject.toml's requires-python:" \
-            "remove it (rm -rf .venv) and run this again." >&2
+    bash scripts/find_python.sh .venv/bin/python >/dev/null || {
+        echo ".venv was made with that Python: remove it (rm -rf .venv) and run this again." >&2
         exit 1
     }
 else

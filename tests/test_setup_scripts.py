@@ -1,9 +1,10 @@
-"""The README's two set-up commands make their virtualenvs with a Python that pyproject.toml accepts
-(scripts/find_python.sh): one new enough is found, and an older one is refused in one line saying what to do. Its test
-command's two workers share the cores."""
+"""The README's two set-up commands make their virtualenvs with a Python that they can install into
+(scripts/find_python.sh): one within its bounds is found, and one older or newer is refused in one line saying what to
+do. Its test command's two workers share the cores."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -40,11 +41,21 @@ def test_the_bound_is_pyprojects_and_the_running_python_meets_it():
     assert found.returncode == 0 and found.stdout.strip() == sys.executable, found.stderr
 
 
-VERSIONS = [("3.10.12", False), ("3.9.18", False), ("3.11.0", True), ("3.13.1", True)]
+# Older than requires-python, or newer than torch 2.13.0's builds (the set-up's pin: none for 3.15).
+VERSIONS = [
+    ("3.10.12", False),
+    ("3.9.18", False),
+    ("3.11.0", True),
+    ("3.13.1", True),
+    ("3.14.10", True),
+    ("3.15.2", False),
+    ("3.15.0rc1", False),
+    ("4.0.0", False),
+]
 
 
 @pytest.mark.parametrize("version, accepted", VERSIONS)
-def test_an_interpreter_is_taken_where_it_is_new_enough_and_refused_naming_its_version(tmp_path, version, accepted):
+def test_an_interpreter_is_taken_within_the_bounds_and_refused_naming_its_version(tmp_path, version, accepted):
     interpreter = interpreter_of_version(tmp_path, version)
     found = find_python(interpreter)
     if accepted:
@@ -52,8 +63,24 @@ def test_an_interpreter_is_taken_where_it_is_new_enough_and_refused_naming_its_v
     else:
         message = found.stderr.strip()
         assert found.returncode == 1 and found.stdout == "" and len(message.splitlines()) == 1
-        assert "Python 3.11 or later is needed" in message and f"{interpreter} is {version}" in message
+        assert "Python 3.11 to 3.14 is needed" in message and f"{interpreter} is {version}" in message
         assert "PYTHON=/path/to/python" in message
+
+
+def test_a_python3_too_new_for_torchs_builds_is_passed_over_for_an_older_one(tmp_path):
+    """Where python3 is 3.15 (no torch 2.13.0 for it), the newest python3.X within the bounds is taken instead."""
+    bin = tmp_path / "bin"  # the PATH: these Pythons and the tools the script runs, not this machine's Pythons
+    bin.mkdir()
+    for tool in ("bash", "dirname", "sed", "seq", "sort", "head", "cut"):
+        os.symlink(shutil.which(tool), bin / tool)
+    for name, version in (("python3", "3.15.2"), ("python3.14", "3.14.10"), ("python3.12", "3.12.3")):
+        os.symlink(interpreter_of_version(tmp_path, version), bin / name)
+    found = find_python(PATH=str(bin))
+    assert found.returncode == 0 and found.stdout.strip() == str(bin / "python3.14"), found.stderr
+    os.remove(bin / "python3.14")
+    os.remove(bin / "python3.12")
+    alone = find_python(PATH=str(bin))
+    assert alone.returncode == 1 and "python3 is 3.15.2" in alone.stderr, alone.stderr
 
 
 def test_the_python_named_in_the_environment_is_the_only_one_taken(tmp_path):
