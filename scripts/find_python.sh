@@ -7,7 +7,7 @@
 #   bash scripts/find_python.sh [INTERPRETER ...]
 set -euo pipefail
 wanted="$(sed -n 's/^requires-python = ">=\([0-9.]*\)"$/\1/p' "$(dirname "$0")/../pyproject.toml")"
-newest=3.14
+newest=3.14  # follows the torch that the set-up scripts pin (scripts/train_and_translate.sh, .ci/run)
 candidates=("$@")
 if [ ${#candidates[@]} -eq 0 ] && [ -n "${PYTHON:-}" ]; then
     candidates=("$PYTHON")  # named by the user: that one or none
@@ -22,7 +22,8 @@ at_most() {  # A B: whether version A is B or older
 
 found=()
 for candidate in "${candidates[@]}"; do
-    if ! version="$("$candidate" -c 'import platform; print(platform.python_version())' 2>/dev/null)" || [ -z "$version" ]; then
+    version="$("$candidate" -c 'import platform; print(platform.python_version())' 2>/dev/null)" || version=""
+    if [ -z "$version" ]; then
         [ ${#candidates[@]} -gt 1 ] || found+=("$candidate is not a Python interpreter")
         continue
     fi

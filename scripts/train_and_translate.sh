@@ -25,7 +25,8 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-python -m pip install -q torch==2.13.0   # an unpinned torch would pull several GB of CUDA packages
+# An unpinned torch would pull several GB of CUDA packages (find_python.sh's newest Python follows this pin).
+python -m pip install -q torch==2.13.0
 python -m pip install -q -e ".[viz,demo,onnx]"   # the curves, attention pictures, and the explorer's ONNX export
 
 output="runs/$(basename "$config" .yaml)"
