@@ -120,6 +120,10 @@ def two_sources(d: Path):
     load(data_dir="data", train_file="pairs.tsv")
 
 
+def no_data_dir(d: Path):
+    load(data_dir=str(d / "nowhere"))
+
+
 def unreachable_hub_dataset(d: Path):
     with (
         mock.patch.object(datasets.config, "HF_HUB_OFFLINE", True),
@@ -493,6 +497,11 @@ CASES = [
     ("training data", "a JSONL value that is not a string", jsonl_number),
     ("training data", "a JSONL line that is not JSON", jsonl_not_json),
     ("training data", "`--data_dir` and `--train_file` both on the command line", two_sources),
+    (
+        "training data",
+        "`--data_dir` names no folder (a relative one is named with the folder it was looked for in)",
+        no_data_dir,
+    ),
     ("training data", "`--max_source_length 2`: every pair is longer", every_pair_too_long),
     ("training data", "`--dataset_name wmt14` with the Hub out of reach", unreachable_hub_dataset),
     ("vt-train", "a misspelled setting in the YAML config", misspelled_setting),

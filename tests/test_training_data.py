@@ -71,6 +71,19 @@ def test_files_of_different_lengths_name_both_files_and_the_line(tmp_path):
         load_parallel_corpus(DataArguments(data_dir=str(tmp_path), validation_prefix=None), seed=0)
 
 
+def test_a_data_dir_that_is_not_there_is_named_with_the_folder_it_was_looked_for_in(tmp_path, monkeypatch):
+    """A shipped config's relative `data_dir` (smoke's examples/tiny) is read from where vt-train runs, which after a
+    pip install is not the repository: the error says where it looked, not only which file it missed."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CorpusError, match=rf"^--data_dir examples/tiny: no such folder in {tmp_path} \(a relative"):
+        load_parallel_corpus(DataArguments(data_dir="examples/tiny"), seed=0)
+    with pytest.raises(CorpusError, match=rf"^--data_dir {tmp_path / 'nowhere'}: no such folder\.$"):
+        load_parallel_corpus(DataArguments(data_dir=str(tmp_path / "nowhere")), seed=0)
+    (tmp_path / "pairs").write_text("", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"^--data_dir pairs: a file; give the folder"):
+        load_parallel_corpus(DataArguments(data_dir="pairs"), seed=0)
+
+
 def test_unknown_language_codes_are_named(tmp_path):
     write_pairs(tmp_path, "train", PAIRS)
     with pytest.raises(CorpusError, match=r"language code 'fr'.*found for .*train: de, en"):

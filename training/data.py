@@ -377,6 +377,22 @@ def check_data_arguments(args: DataArguments) -> None:
     for name in ("max_train_samples", "max_eval_samples"):
         if getattr(args, name) is not None and getattr(args, name) <= 0:
             raise CorpusError(f"--{name} {getattr(args, name)}: must be at least 1 (or left out: all pairs).")
+    if args.data_dir:
+        check_data_dir(Path(args.data_dir))
+
+
+def check_data_dir(folder: Path) -> None:
+    """A folder that is there; a relative one is named with where it was looked for, since a shipped config's
+    `data_dir` is relative to the repository, and after a pip install the command runs elsewhere."""
+    if folder.is_file():
+        raise CorpusError(
+            f"--data_dir {folder}: a file; give the folder of the corpus's files (or --train_file {folder})."
+        )
+    if not folder.is_dir():
+        where = (
+            "" if folder.is_absolute() else f" in {Path.cwd()} (a relative path is read from where the command runs)"
+        )
+        raise CorpusError(f"--data_dir {folder}: no such folder{where}.")
 
 
 def file_splits(args: DataArguments) -> dict[str, str]:
