@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import errno
 import gzip
+import importlib
 import io
 import json
 import os
@@ -14,7 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 from unittest import mock
@@ -454,6 +455,43 @@ def visualize_empty_source(d: Path, run: Path):
     visualize_main(["attention", "--model", str(run), "--source", "\u200b", "--output", str(d / "a.png")])
 
 
+@contextlib.contextmanager
+def without(package: str, *importers: str) -> Iterator[None]:
+    """As in a Python where `package` (an optional dependency) is not installed, and the modules `importers`, which
+    import it when they are imported, not imported yet."""
+    with mock.patch.dict(sys.modules):
+        for name in [package, *(name for name in sys.modules if name.startswith(f"{package}."))]:
+            sys.modules[name] = None  # importing it raises ImportError
+        for name in importers:
+            sys.modules.pop(name, None)
+        yield
+
+
+def export_without_ctranslate2(d: Path, run: Path):
+    with without("ctranslate2", "vanilla_transformer.export"):
+        export_main(["ctranslate2", str(run), str(d / "out")])
+
+
+def export_without_onnxscript(d: Path, run: Path):
+    with without("onnxscript"):
+        export_main(["onnx", str(run), str(d / "out")])
+
+
+def translate_without_ctranslate2(d: Path, run: Path):
+    with without("ctranslate2"):
+        translate_main(["--engine", "ctranslate2", "--model", str(run), "a dog"])
+
+
+def visualize_without_matplotlib(d: Path, run: Path):
+    with without("matplotlib"):
+        visualize_main(["attention", "--model", str(run), "--source", "a dog", "--output", str(d / "a.png")])
+
+
+def demo_without_gradio(d: Path, run: Path):
+    with without("gradio", "vanilla_transformer.tools.demo"):
+        importlib.import_module("vanilla_transformer.tools.demo").main([str(run)])
+
+
 BUSY_PORT = 47861
 
 
@@ -612,6 +650,11 @@ CASES = [
     ("vt-demo", "a port in use", demo_on_a_busy_port),
     ("vt-demo", "`--host nosuch.invalid`", demo("--host", "nosuch.invalid")),
     ("pipeline", "`batch_size='4'`", pipeline_batch_size),
+    ("vt-export", "`ctranslate2` without CTranslate2 installed (the serve extra)", export_without_ctranslate2),
+    ("vt-export", "`onnx` without onnxscript installed (the onnx extra)", export_without_onnxscript),
+    ("vt-translate", "`--engine ctranslate2` without CTranslate2 installed", translate_without_ctranslate2),
+    ("vt-visualize", "matplotlib not installed (the viz extra)", visualize_without_matplotlib),
+    ("vt-demo", "Gradio not installed (the demo extra)", demo_without_gradio),
     ("model", "labels that are all -100", all_labels_ignored),
 ]
 

@@ -8,6 +8,8 @@ Built on Gradio, as Hugging Face Spaces are (`pip install 'vanilla-transformer[d
 `vanilla_transformer.visualization`, the same functions as `vt-visualize` and the README's figures.
 """
 
+from __future__ import annotations
+
 import argparse
 import errno
 import io
@@ -16,6 +18,7 @@ import socket
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from vanilla_transformer.extras import MissingExtra
 from vanilla_transformer.pipeline_vanilla_transformer import text_preparation
 from vanilla_transformer.training import one_line_errors
 from vanilla_transformer.visualization import (
@@ -33,8 +36,8 @@ from .translate import load_model_folder, resolve_device
 try:
     import gradio as gr
     from PIL import Image
-except ImportError as error:
-    raise ImportError("The demo needs Gradio: pip install 'vanilla-transformer[demo]'.") from error
+except ImportError:  # main() says what to install: the console script imports this module before main() runs
+    gr = Image = None
 
 AVERAGE = "average"
 
@@ -186,6 +189,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 @one_line_errors
 def main(argv: list[str] | None = None) -> None:
     args = parse_arguments(argv)
+    if gr is None:
+        raise MissingExtra("The demo needs Gradio", "demo")
     check_address(args.host, args.port)
     model, tokenizer = load_model_folder(args.model, resolve_device(args.device))
     build_demo(model, tokenizer).launch(server_name=args.host, server_port=args.port)

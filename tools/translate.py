@@ -33,6 +33,7 @@ from transformers import (
 )
 
 from vanilla_transformer import TranslationPipeline  # importing registers the model type: no remote code
+from vanilla_transformer.extras import MissingExtra
 from vanilla_transformer.folder_checks import check_config_file, check_tokenizer_file, is_hub_id
 from vanilla_transformer.input_checks import check_tokenizer
 from vanilla_transformer.pipeline_vanilla_transformer import reads_nothing, text_preparation
@@ -101,9 +102,7 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
     try:
         import ctranslate2
     except ImportError:
-        raise ModelFolderError(
-            "--engine ctranslate2 needs CTranslate2: pip install 'vanilla-transformer[serve]'."
-        ) from None
+        raise MissingExtra("--engine ctranslate2 needs CTranslate2", "serve") from None
     from vanilla_transformer.export import check_exported_vocabulary
 
     folder = Path(args.model)

@@ -1,10 +1,10 @@
 """What every console script (vt-train, vt-translate, ...) does with an error: one `error: ...` line and exit status 1,
 never a traceback, for the errors that are the user's or the machine's to fix.
 
-Those are the project's own errors (every check raises a ValueError that names the file, the line or the value) and
-the operating system's: a full disk, a read-only or immutable folder, a missing file. A full disk also reaches
-Python as torch's or safetensors' write errors, which do not say so ("basic_ios::clear: iostream error"). Anything
-else is a bug and keeps its traceback.
+Those are the project's own errors (every check raises a ValueError that names the file, the line or the value, or a
+MissingExtra that names the optional dependency to install) and the operating system's: a full disk, a read-only or
+immutable folder, a missing file. A full disk also reaches Python as torch's or safetensors' write errors, which do
+not say so ("basic_ios::clear: iostream error"). Anything else is a bug and keeps its traceback.
 """
 
 import errno
@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 
 from safetensors import SafetensorError
+
+from vanilla_transformer.extras import MissingExtra
 
 # What torch's and safetensors' writers say when a write fails part-way, as a full disk makes them.
 WRITE_FAILURES = (
@@ -60,6 +62,8 @@ def one_line_errors(main: Callable[[list[str] | None], object]) -> Callable[[lis
             raise SystemExit(130) from None
         except OSError as error:
             raise SystemExit(f"error: {os_error_message(error)}") from None
+        except MissingExtra as error:  # an optional dependency: the message says which extra to install
+            raise SystemExit(f"error: {error}") from None
         except ValueError as error:  # the project's checks, each naming what is wrong
             raise SystemExit(f"error: {error}") from None
         except (RuntimeError, SafetensorError) as error:

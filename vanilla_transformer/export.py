@@ -25,6 +25,7 @@ from transformers import PreTrainedTokenizerBase
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .export_base import COPIED_FILES, DEFAULT_MAX_POSITIONS, QUANTIZATIONS, ExportError, load_checked
+from .extras import MissingExtra
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_positional_encoding
 
 try:
@@ -32,7 +33,7 @@ try:
     from ctranslate2.specs.common_spec import Activation
     from ctranslate2.specs.transformer_spec import TransformerSpec
 except ImportError as error:
-    raise ImportError("Exporting needs CTranslate2: pip install 'vanilla-transformer[serve]'.") from error
+    raise MissingExtra("Exporting needs CTranslate2", "serve") from error
 
 # activation_function (transformers' ACT2FN names) -> CTranslate2's FFN activations
 ACTIVATIONS = {

@@ -37,6 +37,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .export_base import COPIED_FILES, ExportError, load_checked
+from .extras import MissingExtra
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 ENCODER, DECODER = "encoder.onnx", "decoder.onnx"
@@ -219,9 +220,7 @@ def write_onnx(model_dir: str | Path, folder: str | Path, quantization: str | No
         import onnxruntime  # noqa: F401
         import onnxscript  # noqa: F401  torch.onnx's exporter needs it
     except ImportError:
-        raise ExportError(
-            "Exporting to ONNX needs onnx, onnxscript and onnxruntime: pip install 'vanilla-transformer[onnx]'."
-        ) from None
+        raise MissingExtra("Exporting to ONNX needs onnx, onnxscript and onnxruntime", "onnx") from None
     model, _ = load_checked(model_dir)
     model.set_attn_implementation("eager")  # the attention weights are outputs: sdpa never materialises them
     folder = Path(folder)

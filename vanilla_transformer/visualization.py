@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .extras import MissingExtra
 from .modeling_vanilla_transformer import (
     VanillaTransformerAttention,
     VanillaTransformerFeedForward,
@@ -269,7 +270,7 @@ def pyplot():
     try:
         from matplotlib import pyplot as plt
     except ImportError as error:
-        raise ImportError("The figures need matplotlib: pip install 'vanilla-transformer[viz]'") from error
+        raise MissingExtra("The figures need matplotlib", "viz") from error
     return plt
 
 
