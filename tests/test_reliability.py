@@ -28,6 +28,7 @@ from safetensors import SafetensorError
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_transformer import TranslationPipeline, VanillaTransformerConfig
+from vanilla_transformer.tools.curves import main as curves_main
 from vanilla_transformer.tools.demo import main as demo_main
 from vanilla_transformer.tools.diversify import main as diversify_main
 from vanilla_transformer.tools.export import main as export_main
@@ -487,6 +488,11 @@ def visualize_without_matplotlib(d: Path, run: Path):
         visualize_main(["attention", "--model", str(run), "--source", "a dog", "--output", str(d / "a.png")])
 
 
+def curves_without_matplotlib(d: Path, run: Path):
+    with without("matplotlib"):
+        curves_main([str(run), "--output", str(d / "curves.png")])
+
+
 def demo_without_gradio(d: Path, run: Path):
     with without("gradio", "vanilla_transformer.tools.demo"):
         importlib.import_module("vanilla_transformer.tools.demo").main([str(run)])
@@ -654,6 +660,7 @@ CASES = [
     ("vt-export", "`onnx` without onnxscript installed (the onnx extra)", export_without_onnxscript),
     ("vt-translate", "`--engine ctranslate2` without CTranslate2 installed", translate_without_ctranslate2),
     ("vt-visualize", "matplotlib not installed (the viz extra)", visualize_without_matplotlib),
+    ("vt-curves", "matplotlib not installed (the viz extra)", curves_without_matplotlib),
     ("vt-demo", "Gradio not installed (the demo extra)", demo_without_gradio),
     ("model", "labels that are all -100", all_labels_ignored),
 ]

@@ -14,6 +14,7 @@ from transformers import TrainerState
 from transformers.trainer_utils import get_last_checkpoint
 
 from vanilla_transformer.training import one_line_errors
+from vanilla_transformer.visualization import pyplot
 
 
 def read_log_history(run_dir: str | Path) -> list[dict]:
@@ -36,11 +37,7 @@ def curve(history: list[dict], key: str) -> tuple[list[float], list[float]]:
 
 def plot_curves(run_dirs: list[str | Path], output: str | Path):
     """Two panels, one line per run: training loss (label-smoothed) and validation BLEU, against minutes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure, (loss_axis, bleu_axis) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     for run_dir in run_dirs:
         history = read_log_history(run_dir)
