@@ -183,6 +183,7 @@ def test_the_shipped_pipelines_stages_parse_into_the_settings_its_comments_state
         ({"epochs": 3}, r"unknown setting\(s\) 'epochs'; it holds backward, data_dir, deadline_minutes, engine"),
         ({"fine_tuen": {}}, r"unknown setting\(s\) 'fine_tuen' \(did you mean 'fine_tune'\?\)"),
         ({"engine": "ct2"}, r"engine 'ct2': use one of auto, ctranslate2, generate"),
+        ({"data_dir": "nowhere"}, r"--data_dir nowhere: no such folder in \S+ \(a relative path is read from where"),
         ({"deadline_minutes": "90m"}, r"deadline_minutes '90m': give a positive number of minutes"),
         ({"deadline_minutes": 0}, r"deadline_minutes 0: give a positive number of minutes"),
         ({"deadline_minutes": float("nan")}, r"deadline_minutes nan: give a positive number of minutes"),

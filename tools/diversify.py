@@ -25,6 +25,7 @@ from vanilla_transformer.input_checks import is_finite_number
 from vanilla_transformer.training import (
     AveragingError,
     DataArguments,
+    check_data_dir,
     config_file,
     data_arguments,
     language_file,
@@ -218,6 +219,7 @@ def write_diversified(
 def corpus_files(corpus: Path, data: DataArguments, languages: tuple[str, str]) -> tuple[dict[str, Path], list[Path]]:
     """The corpus's training file of each language, and its validation and test files (those the fine-tune, whose
     data settings `data` are, evaluates on)."""
+    check_data_dir(corpus)
     training = {lang: language_file(corpus / data.train_prefix, lang) for lang in languages}
     prefixes = [data.validation_prefix, *data.test_prefixes]
     return training, [language_file(corpus / prefix, lang) for prefix in prefixes if prefix for lang in languages]

@@ -14,6 +14,7 @@ PUBLIC = {
     "CorpusError": "text_files",
     "DataArguments": "data",
     "bleu_metric": "metrics",
+    "check_data_dir": "data",
     "check_scoring": "metrics",
     "config_file": "arguments",
     "data_arguments": "arguments",
