@@ -488,6 +488,15 @@ def visualize_without_matplotlib(d: Path, run: Path):
         visualize_main(["attention", "--model", str(run), "--source", "a dog", "--output", str(d / "a.png")])
 
 
+def train_without_schedulefree(d: Path):
+    flags = ["--optim", "schedule_free_adamw", "--lr_scheduler_type", "constant", "--output_dir", str(d / "run")]
+    with (
+        mock.patch("vanilla_transformer.training.arguments.is_schedulefree_available", return_value=False),
+        mock.patch.object(sys, "argv", ["vt-train", *SMOKE, *flags]),
+    ):
+        train_cli()
+
+
 def curves_without_matplotlib(d: Path, run: Path):
     with without("matplotlib"):
         curves_main([str(run), "--output", str(d / "curves.png")])
@@ -661,6 +670,7 @@ CASES = [
     ("vt-translate", "`--engine ctranslate2` without CTranslate2 installed", translate_without_ctranslate2),
     ("vt-visualize", "matplotlib not installed (the viz extra)", visualize_without_matplotlib),
     ("vt-curves", "matplotlib not installed (the viz extra)", curves_without_matplotlib),
+    ("vt-train", "`--optim schedule_free_adamw` without schedulefree installed", train_without_schedulefree),
     ("vt-demo", "Gradio not installed (the demo extra)", demo_without_gradio),
     ("model", "labels that are all -100", all_labels_ignored),
 ]

@@ -22,6 +22,7 @@ from transformers.training_args import OptimizerNames
 from transformers.utils import is_schedulefree_available
 
 from vanilla_transformer import VanillaTransformerConfig
+from vanilla_transformer.extras import MissingExtra
 from vanilla_transformer.folder_checks import check_config_file, check_tokenizer_file, is_hub_id
 
 from .data import DATA_SOURCES, DataArguments
@@ -382,7 +383,7 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
         """A schedule-free optimizer (`--optim schedule_free_adamw`) sets its own rate and needs no decaying one, and
         its package is an extra: both checked now, not after the vocabulary has trained."""
         if not is_schedulefree_available():
-            raise ValueError(f"--optim {self.optim}: install its package first: pip install schedulefree")
+            raise MissingExtra(f"--optim {self.optim} needs schedulefree", "schedulefree")
         if self.schedule_name != SchedulerType.CONSTANT.value:
             raise ValueError(
                 f"--optim {self.optim} sets its own rate (a warmup over --warmup_steps, then --learning_rate): add "

@@ -1,4 +1,4 @@
-"""The error for an optional dependency that is not installed (pyproject.toml's extras: viz, serve, onnx, demo)."""
+"""The error for an optional dependency that is not installed (pyproject.toml's extras)."""
 
 
 class MissingExtra(ImportError):
