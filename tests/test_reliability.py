@@ -459,13 +459,26 @@ def visualize_empty_source(d: Path, run: Path):
 @contextlib.contextmanager
 def without(package: str, *importers: str) -> Iterator[None]:
     """As in a Python where `package` (an optional dependency) is not installed, and the modules `importers`, which
-    import it when they are imported, not imported yet."""
-    with mock.patch.dict(sys.modules):
-        for name in [package, *(name for name in sys.modules if name.startswith(f"{package}."))]:
+    import it when they are imported, not imported yet. Afterwards only these names are put back: a module imported
+    meanwhile stays (onnx's extension aborts the process when it is imported a second time)."""
+    blocked = [package, *(name for name in sys.modules if name.startswith(f"{package}."))]
+    saved = {name: sys.modules.get(name) for name in (*blocked, *importers)}
+    try:
+        for name in blocked:
             sys.modules[name] = None  # importing it raises ImportError
         for name in importers:
             sys.modules.pop(name, None)
         yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        for name in importers:  # one imported again became its package's attribute too
+            parent, _, child = name.rpartition(".")
+            if saved[name] is not None and parent in sys.modules:
+                setattr(sys.modules[parent], child, saved[name])
 
 
 def export_without_ctranslate2(d: Path, run: Path):
