@@ -62,9 +62,7 @@ def one_line_errors(main: Callable[[list[str] | None], object]) -> Callable[[lis
             raise SystemExit(130) from None
         except OSError as error:
             raise SystemExit(f"error: {os_error_message(error)}") from None
-        except MissingExtra as error:  # an optional dependency: the message says which extra to install
-            raise SystemExit(f"error: {error}") from None
-        except ValueError as error:  # the project's checks, each naming what is wrong
+        except (ValueError, MissingExtra) as error:  # the project's checks, and the extra to install, each named
             raise SystemExit(f"error: {error}") from None
         except (RuntimeError, SafetensorError) as error:
             reason = first_line(error) or type(error).__name__
