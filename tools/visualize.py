@@ -23,6 +23,7 @@ from vanilla_transformer.visualization import (
     plot_positional_curves,
     plot_positional_distance,
     plot_positional_encoding,
+    pyplot,
 )
 
 from .translate import load_model_folder, positive_int
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "parameters":
         print(parameter_table(args.vocab_size))
         return
+    pyplot()  # without matplotlib, the extra is named before a model is loaded and run
     figure = FIGURES[args.command](args)  # ValueError: a layer the model does not have, say
     # The file named, as named: matplotlib adds ".png" to a name without a suffix.
     figure.savefig(args.output, dpi=120, format=Path(args.output).suffix[1:] or "png")
