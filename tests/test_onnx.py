@@ -3,6 +3,7 @@ teacher-forced logits and attention weights), int8 keeps the translations, and t
 
 import gzip
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -10,7 +11,8 @@ import sacrebleu
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from vanilla_transformer.export_onnx import DECODER, ENCODER, export_bytes, past_names
+from vanilla_transformer.export_base import ExportError
+from vanilla_transformer.export_onnx import DECODER, ENCODER, check_exporter, export_bytes, past_names
 from vanilla_transformer.onnx_model import VanillaTransformerOnnxModel, session
 from vanilla_transformer.tools.export import main as export_main
 
@@ -124,3 +126,14 @@ def test_an_onnx_export_replaces_only_an_earlier_one(smoke_run, exports, tmp_pat
     with pytest.raises(SystemExit, match="is not an ONNX export"):
         export_main(["onnx", str(smoke_run[0]), str(tmp_path / "ct2"), "--force"])
     assert (tmp_path / "ct2" / "model.bin").is_file()
+
+
+@pytest.mark.parametrize("version", ["2.8.0", "2.10.0+cpu", "2.13.0", "2.15.0+cu130"])
+def test_the_torch_releases_that_export_the_lengths_that_vary_are_let_through(version):
+    check_exporter(version)
+
+
+@pytest.mark.parametrize("version", ["2.9.0", "2.9.1+cu128"])
+def test_torch_2_9_is_refused_before_its_exporter_fails(version):
+    with pytest.raises(ExportError, match=rf"torch {re.escape(version)} cannot export .* torch 2.10 or later"):
+        check_exporter(version)

@@ -486,6 +486,11 @@ def export_without_ctranslate2(d: Path, run: Path):
         export_main(["ctranslate2", str(run), str(d / "out")])
 
 
+def export_onnx_with_torch_2_9(d: Path, run: Path):
+    with mock.patch.object(torch, "__version__", "2.9.1+cu128"):
+        export_main(["onnx", str(run), str(d / "out")])
+
+
 def export_without_onnxscript(d: Path, run: Path):
     with without("onnxscript"):
         export_main(["onnx", str(run), str(d / "out")])
@@ -680,6 +685,7 @@ CASES = [
     ("pipeline", "`batch_size='4'`", pipeline_batch_size),
     ("vt-export", "`ctranslate2` without CTranslate2 installed (the serve extra)", export_without_ctranslate2),
     ("vt-export", "`onnx` without onnxscript installed (the onnx extra)", export_without_onnxscript),
+    ("vt-export", "`onnx` with torch 2.9.1 installed", export_onnx_with_torch_2_9),
     ("vt-translate", "`--engine ctranslate2` without CTranslate2 installed", translate_without_ctranslate2),
     ("vt-visualize", "matplotlib not installed (the viz extra)", visualize_without_matplotlib),
     ("vt-curves", "matplotlib not installed (the viz extra)", curves_without_matplotlib),

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
+from packaging.version import Version
 from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
@@ -210,6 +211,16 @@ def export_bytes(folder: str | Path) -> int:
     return sum((Path(folder) / name).stat().st_size for name in (*ONNX_FILES, WEIGHTS))
 
 
+def check_exporter(torch_version: str) -> None:
+    """torch 2.9's exporter guards its decomposed matrix products on a length other than 1, so neither graph can take
+    the lengths that vary (2.8 and 2.10 and later export them)."""
+    if Version(torch_version).release[:2] == (2, 9):
+        raise ExportError(
+            f"torch {torch_version} cannot export this model to ONNX (its exporter fixes the sentence lengths): "
+            "install torch 2.10 or later (pip install 'torch>=2.10'), or 2.8."
+        )
+
+
 def write_onnx(model_dir: str | Path, folder: str | Path, quantization: str | None = None) -> Path:
     """Write the ONNX graphs of `model_dir` into `folder` (made if needed), with its tokenizer and generation config.
     `vt-export` (`vanilla_transformer.tools.export`) puts it in place without losing anything."""
@@ -221,6 +232,7 @@ def write_onnx(model_dir: str | Path, folder: str | Path, quantization: str | No
         import onnxscript  # noqa: F401  torch.onnx's exporter needs it
     except ImportError:
         raise MissingExtra("Exporting to ONNX needs onnx, onnxscript and onnxruntime", "onnx") from None
+    check_exporter(torch.__version__)
     model, _ = load_checked(model_dir)
     model.set_attn_implementation("eager")  # the attention weights are outputs: sdpa never materialises them
     folder = Path(folder)
