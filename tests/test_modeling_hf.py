@@ -14,6 +14,8 @@ from transformers import (
     AutoModel,
     AutoModelForSeq2SeqLM,
     DataCollatorForSeq2Seq,
+    LogitsProcessor,
+    LogitsProcessorList,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
 )
@@ -108,6 +110,44 @@ def test_generate_gives_the_same_sequences_with_and_without_cache(mode):
         )
     assert sequences[True].shape[1] == 13
     assert torch.equal(sequences[True], sequences[False])
+
+
+class EndFirstSentenceAt(LogitsProcessor):
+    """The first sentence's rows (all its beams) must end at the given length; no other row may end."""
+
+    def __init__(self, length: int, sentences: int, eos_token_id: int):
+        self.length, self.sentences, self.eos = length, sentences, eos_token_id
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        first = torch.arange(scores.shape[0]) < scores.shape[0] // self.sentences
+        scores[~first, self.eos] = -float("inf")
+        if input_ids.shape[1] == self.length - 1:
+            scores[first] = -float("inf")
+            scores[first, self.eos] = 0.0
+        return scores
+
+
+@pytest.mark.parametrize("mode", GENERATION_MODES)
+def test_a_finished_sentence_is_padded_after_its_end_in_every_mode(mode):
+    # transformers' beam search pads with the end token where pad_token_id is 0 (`pad_token_id or eos_token_id`).
+    model = tiny_model()
+    input_ids, attention_mask, _ = random_batch()
+    torch.manual_seed(0)
+    output = model.generate(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        max_new_tokens=8,
+        logits_processor=LogitsProcessorList([EndFirstSentenceAt(4, len(input_ids), model.config.eos_token_id)]),
+        return_dict_in_generate=True,
+        **GENERATION_MODES[mode],
+    )
+    sequences = output.sequences
+    per_sentence = sequences.shape[0] // len(input_ids)
+    first, others = sequences[:per_sentence], sequences[per_sentence:]
+    assert sequences.shape[1] == 9
+    assert torch.all(first[:, 3] == model.config.eos_token_id)
+    assert torch.all(first[:, 4:] == model.config.pad_token_id)
+    assert not torch.isin(others, torch.tensor([model.config.eos_token_id, model.config.pad_token_id])).any()
 
 
 @pytest.mark.parametrize("mode", ["greedy", "beam"])

@@ -64,6 +64,19 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return decoder_input_ids.masked_fill(decoder_input_ids == -100, pad_token_id)
 
 
+def pad_after_end(sequences: torch.Tensor, eos_token_id: int | list[int] | None, pad_token_id: int | None, start: int):
+    """Sets every token after a generated sequence's first end-of-sentence token to padding, in place (from
+    position `start`, past the decoder's prompt). transformers' beam search fills the ends of finished beams with
+    the end-of-sentence token instead where the padding id is 0, as here (`pad_token_id or eos_token_id[0]`)."""
+    if eos_token_id is None or pad_token_id is None:
+        return
+    eos = torch.as_tensor(eos_token_id, device=sequences.device).view(-1)
+    generated = sequences[:, start:]  # (B, T - start)
+    ends = torch.isin(generated, eos).int()
+    after_first_end = (ends.cumsum(-1) - ends) > 0
+    generated.masked_fill_(after_first_end, pad_token_id)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # §3.5 Positional encoding
 # ---------------------------------------------------------------------------------------------------------------
@@ -738,7 +751,16 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             length_given = length_given or generation_config.max_new_tokens is not None
         if beyond is not None and source is not None and not length_given:
             kwargs["max_new_tokens"] = source.shape[-1] + beyond
-        return super().generate(inputs, generation_config, **kwargs)
+        output = super().generate(inputs, generation_config, **kwargs)
+        sequences = output if isinstance(output, torch.Tensor) else output.sequences
+        prompt = kwargs.get("decoder_input_ids")
+        pad_after_end(
+            sequences,
+            kwargs.get("eos_token_id", config.eos_token_id),
+            kwargs.get("pad_token_id", config.pad_token_id),
+            start=1 if prompt is None else prompt.shape[-1],
+        )
+        return output
 
     def _reorder_cache(self, cache: EncoderDecoderCache, beam_idx: torch.LongTensor) -> EncoderDecoderCache:
         """Beam search's reordering (GenerationMixin calls this hook where a model has it), for the decoder's
