@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, LogitsProcessor
 
 from vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 
@@ -45,6 +45,21 @@ def random_batch(batch: int = 3, source_length: int = 7, target_length: int = 6,
     attention_mask[-1, -2:] = 0
     input_ids[-1, -2:] = 0
     return input_ids, attention_mask, labels
+
+
+class EndFirstSentenceAt(LogitsProcessor):
+    """The first sentence's rows (all its beams) must end at the given length; no other row may end."""
+
+    def __init__(self, length: int, sentences: int, eos_token_id: int):
+        self.length, self.sentences, self.eos = length, sentences, eos_token_id
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        first = torch.arange(scores.shape[0]) < scores.shape[0] // self.sentences
+        scores[~first, self.eos] = -float("inf")
+        if input_ids.shape[1] == self.length - 1:
+            scores[first] = -float("inf")
+            scores[first, self.eos] = 0.0
+        return scores
 
 
 SPECIAL_TOKENS = {"pad_token": "<pad>", "unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"}

@@ -16,6 +16,7 @@ from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     DataCollatorForSeq2Seq,
+    LogitsProcessorList,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
     pipeline,
@@ -23,7 +24,7 @@ from transformers import (
 
 import vanilla_transformer
 
-from .helpers import PAIRS, PROJECT_PACKAGES, ROOT, run_python, tiny_model, word_tokenizer
+from .helpers import PAIRS, PROJECT_PACKAGES, ROOT, EndFirstSentenceAt, run_python, tiny_model, word_tokenizer
 
 SOURCES = ["a dog runs", "two men play football"]
 
@@ -53,6 +54,16 @@ def test_a_trained_folder_loads_tied_and_generates_the_same_with_and_without_cac
         uncached = translations(model, tokenizer, SOURCES, use_cache=False, **settings)
         assert cached == uncached and len(cached) == len(SOURCES) * settings.get("num_return_sequences", 1)
     assert any(cached), "the smoke model translates into something"
+
+
+def test_beam_search_pads_a_sentence_that_ends_before_the_others(folder):
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    batch = AutoTokenizer.from_pretrained(folder)(SOURCES, return_tensors="pt", padding=True)
+    eos, pad = model.config.eos_token_id, model.config.pad_token_id
+    ends = LogitsProcessorList([EndFirstSentenceAt(3, len(SOURCES), eos)])
+    sequences = model.generate(**batch, num_beams=2, max_new_tokens=6, logits_processor=ends)
+    assert sequences.shape == (2, 7) and sequences[0, 2] == eos
+    assert torch.all(sequences[0, 3:] == pad) and not torch.isin(sequences[1], torch.tensor([eos, pad])).any()
 
 
 def test_pipeline_translation_works_with_the_package_and_no_remote_code(folder):

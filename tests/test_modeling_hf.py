@@ -14,7 +14,6 @@ from transformers import (
     AutoModel,
     AutoModelForSeq2SeqLM,
     DataCollatorForSeq2Seq,
-    LogitsProcessor,
     LogitsProcessorList,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
@@ -24,7 +23,7 @@ from transformers.loss.loss_utils import LOSS_MAPPING, ForCausalLMLoss
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
 from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
 
-from .helpers import PAIRS, random_batch, run_python, tiny_config, tiny_model, word_tokenizer
+from .helpers import PAIRS, EndFirstSentenceAt, random_batch, run_python, tiny_config, tiny_model, word_tokenizer
 
 
 def logits_of(model, input_ids, attention_mask, labels):
@@ -110,21 +109,6 @@ def test_generate_gives_the_same_sequences_with_and_without_cache(mode):
         )
     assert sequences[True].shape[1] == 13
     assert torch.equal(sequences[True], sequences[False])
-
-
-class EndFirstSentenceAt(LogitsProcessor):
-    """The first sentence's rows (all its beams) must end at the given length; no other row may end."""
-
-    def __init__(self, length: int, sentences: int, eos_token_id: int):
-        self.length, self.sentences, self.eos = length, sentences, eos_token_id
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        first = torch.arange(scores.shape[0]) < scores.shape[0] // self.sentences
-        scores[~first, self.eos] = -float("inf")
-        if input_ids.shape[1] == self.length - 1:
-            scores[first] = -float("inf")
-            scores[first, self.eos] = 0.0
-        return scores
 
 
 @pytest.mark.parametrize("mode", GENERATION_MODES)
