@@ -737,7 +737,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
         """`GenerationMixin.generate`, plus the paper's output limit (§6.1: "maximum output length to input length
         + 50"): when the generation config has `max_length_beyond_source` and the call sets no length of its own,
-        at most (source length + that many) tokens are generated. A length in the arguments always wins.
+        at most (source length + that many) tokens are generated. A length in the arguments always wins. Rows that
+        end early are padded after their end in every mode (`pad_after_end`).
         """
         config = generation_config if generation_config is not None else self.generation_config
         vocab_size = self.get_input_embeddings().num_embeddings
