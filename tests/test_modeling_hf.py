@@ -19,6 +19,8 @@ from transformers import (
     Seq2SeqTrainingArguments,
 )
 from transformers.loss.loss_utils import LOSS_MAPPING, ForCausalLMLoss
+from transformers.testing_utils import CaptureLogger
+from transformers.utils import logging as transformers_logging
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
 from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
@@ -132,6 +134,51 @@ def test_a_finished_sentence_is_padded_after_its_end_in_every_mode(mode):
     assert torch.all(first[:, 3] == model.config.eos_token_id)
     assert torch.all(first[:, 4:] == model.config.pad_token_id)
     assert not torch.isin(others, torch.tensor([model.config.eos_token_id, model.config.pad_token_id])).any()
+
+
+def generated_lengths(model, batches, **generate_kwargs) -> tuple[list[int], str]:
+    """Each batch's output length, with end and padding tokens forbidden, and what transformers' generate() logged."""
+    with CaptureLogger(transformers_logging.get_logger("transformers.generation.utils")) as log:
+        lengths = [model.generate(**batch, bad_words_ids=[[0], [3]], **generate_kwargs).shape[1] for batch in batches]
+    return lengths, log.out
+
+
+@pytest.mark.parametrize(
+    "setting, length",
+    [
+        ({}, 1 + 7 + 5),  # the paper's rule: the source's 7 tokens + 5
+        ({"max_new_tokens": 3}, 1 + 3),
+        ({"max_length": 6}, 6),
+        ({"max_length": 20}, 1 + 7 + 5),  # transformers' default, which Seq2SeqTrainer writes in: nobody's choice
+    ],
+)
+def test_the_papers_length_rule_gives_way_to_a_length_in_the_generation_config(setting, length):
+    model = tiny_model()
+    model.generation_config.max_length_beyond_source = 5
+    model.generation_config.update(**setting)
+    input_ids, attention_mask, _ = random_batch()
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    assert generated_lengths(model, [batch]) == ([length], "")
+    if not setting:
+        assert generated_lengths(model, [batch], max_new_tokens=2) == ([3], "")  # the call's own length wins
+
+
+def test_seq2seq_trainer_evaluation_keeps_the_papers_length_rule_without_warnings(tmp_path):
+    """Seq2SeqTrainer fills the model's generation config with transformers' defaults (max_length=20) after the
+    first batch it generates; the later batches must still get the paper's rule, without a warning each."""
+    model = tiny_model()
+    model.generation_config.max_length_beyond_source = 5
+    examples = uneven_examples()
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=training_arguments(tmp_path, predict_with_generate=True, per_device_eval_batch_size=2),
+        data_collator=DataCollatorForSeq2Seq(word_tokenizer(["a b"]), model=model),
+    )
+    with CaptureLogger(transformers_logging.get_logger("transformers.generation.utils")) as log:
+        predictions = trainer.predict(examples, bad_words_ids=[[0], [3]]).predictions
+    assert model.generation_config.max_length == 20  # transformers' doing, which the rule must outlast
+    assert (predictions != model.config.pad_token_id).sum(-1).tolist() == [1 + 5 + 5] * 4  # Trainer pads to 20
+    assert "seem to have been set" not in log.out
 
 
 @pytest.mark.parametrize("mode", ["greedy", "beam"])

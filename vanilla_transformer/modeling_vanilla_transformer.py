@@ -77,6 +77,13 @@ def pad_after_end(sequences: torch.Tensor, eos_token_id: int | list[int] | None,
     generated.masked_fill_(after_first_end, pad_token_id)
 
 
+def output_length_is_set(config: GenerationConfig) -> bool:
+    """Whether a generation config limits the output's length: `max_new_tokens`, or a `max_length` other than
+    transformers' default of 20, which `Seq2SeqTrainer` writes into a model's config during evaluation (and which
+    every 4.x config holds), so that a length no one chose does not replace the paper's rule."""
+    return config.max_new_tokens is not None or config.max_length not in (None, 20)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # §3.5 Positional encoding
 # ---------------------------------------------------------------------------------------------------------------
@@ -736,9 +743,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
         """`GenerationMixin.generate`, plus the paper's output limit (§6.1: "maximum output length to input length
-        + 50"): when the generation config has `max_length_beyond_source` and the call sets no length of its own,
-        at most (source length + that many) tokens are generated. A length in the arguments always wins. Rows that
-        end early are padded after their end in every mode (`pad_after_end`).
+        + 50"): when the generation config has `max_length_beyond_source` and neither the call nor the config sets a
+        length (`output_length_is_set`), at most (source length + that many) tokens are generated. Rows that end
+        early are padded after their end in every mode (`pad_after_end`).
         """
         config = generation_config if generation_config is not None else self.generation_config
         vocab_size = self.get_input_embeddings().num_embeddings
@@ -746,20 +753,20 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         source = inputs if inputs is not None else kwargs.get("input_ids")
         if source is not None:
             check_token_ids(source, vocab_size, "input_ids", values=True)  # once per call, also on a GPU
+        prompt = kwargs.get("decoder_input_ids")
+        prompt_length = 1 if prompt is None else prompt.shape[-1]  # the decoder's start token, or the given prefix
         beyond = getattr(config, "max_length_beyond_source", None)
         length_given = any(kwargs.get(k) is not None for k in ("max_length", "max_new_tokens"))
-        if generation_config is not None:
-            length_given = length_given or generation_config.max_new_tokens is not None
-        if beyond is not None and source is not None and not length_given:
-            kwargs["max_new_tokens"] = source.shape[-1] + beyond
+        if beyond is not None and source is not None and not length_given and not output_length_is_set(config):
+            # As max_length, which outranks the config's default max_length without transformers' warning.
+            kwargs["max_length"] = prompt_length + source.shape[-1] + beyond
         output = super().generate(inputs, generation_config, **kwargs)
         sequences = output if isinstance(output, torch.Tensor) else output.sequences
-        prompt = kwargs.get("decoder_input_ids")
         pad_after_end(
             sequences,
             kwargs.get("eos_token_id", config.eos_token_id),
             kwargs.get("pad_token_id", config.pad_token_id),
-            start=1 if prompt is None else prompt.shape[-1],
+            start=prompt_length,
         )
         return output
 
