@@ -217,3 +217,19 @@ def test_the_export_never_writes_the_tokens_that_generate_suppresses(smoke_run, 
     for sentence in SOURCES:
         ids = generated_ids(tmp_path / "model", sentence, num_beams, max_new_tokens=12)
         assert not set(ids) & set(generation["suppress_tokens"]), sentence
+
+
+@pytest.mark.parametrize("setting", [{"max_new_tokens": 2}, {"max_length": 3}])
+def test_a_length_in_the_generation_config_limits_both_engines_alike(smoke_run, tmp_path, capsys, setting):
+    shutil.copytree(smoke_run[0], tmp_path / "model")
+    translate_main(["--model", str(tmp_path / "model"), *SOURCES])
+    unlimited = capsys.readouterr().out.splitlines()
+    translate_main(["--model", str(tmp_path / "model"), "--max_new_tokens", "2", *SOURCES])
+    limited = capsys.readouterr().out.splitlines()
+    assert limited != unlimited  # the limit binds on these sentences
+    path = tmp_path / "model" / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **setting}), encoding="utf-8")
+    export_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    for engine in (["--model", str(tmp_path / "model")], ["--engine", "ctranslate2", "--model", str(tmp_path / "ct2")]):
+        translate_main([*engine, *SOURCES])
+        assert capsys.readouterr().out.splitlines() == limited, engine

@@ -137,6 +137,26 @@ def test_the_page_scores_the_tokens_that_the_generation_config_suppresses_as_gen
         assert scores[1] == pytest.approx(1 - expected) and scores[3] == pytest.approx(-expected)
 
 
+@pytest.mark.parametrize(
+    "setting, limit",
+    [({}, 7 + 50), ({"max_new_tokens": 5}, 5), ({"max_length": 6}, 5), ({"max_length": 20}, 7 + 50)],
+)
+def test_the_pages_output_limit_is_the_one_generate_takes_from_the_generation_config(
+    smoke_run, tmp_path, setting, limit
+):
+    """The paper's rule (source length + 50) unless the config sets a length; transformers' default max_length of
+    20, which Seq2SeqTrainer writes into a fine-tune's config, is not one."""
+    shutil.copytree(smoke_run[0], tmp_path / "model")
+    path = tmp_path / "model" / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **setting}), encoding="utf-8")
+    settings = model_settings(tmp_path / "model")
+    script = f"""
+        import {{ Translator }} from {json.dumps((ROOT / "tools/explorer/decoding.js").as_uri())};
+        console.log(new Translator(null, null, null, null, {json.dumps(settings)}).maxNewTokens(7));
+    """
+    assert node(script) == limit
+
+
 def click_and_wait(browser, button: str, counter: str) -> None:
     """Click a button and wait until the page counts one more answer in the body's `counter` attribute."""
     from selenium.webdriver.common.by import By

@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 from sacremoses import MosesTokenizer
+from transformers import GenerationConfig
 
 from vanilla_transformer import modeling_vanilla_transformer
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, primary_language
@@ -130,10 +131,13 @@ def model_settings(folder: Path) -> dict:
     ends = settings["eos_token_id"]
     settings["eos_token_ids"] = ends if isinstance(ends, list) else [ends]
     settings["eos_token_id"] = settings["eos_token_ids"][0]
-    generation_keys = ("num_beams", "length_penalty", "early_stopping", "max_length_beyond_source", "max_new_tokens")
+    generation_keys = ("num_beams", "length_penalty", "early_stopping", "max_length_beyond_source")
     for key in (*generation_keys, "suppress_tokens", "renormalize_logits"):
         if key in generation:
             settings[key] = generation[key]
+    length = modeling_vanilla_transformer.configured_output_length(GenerationConfig.from_dict(generation))
+    if length is not None:  # as generate() reads it: the page's limit replaces the paper's rule
+        settings["max_new_tokens"] = length
     settings["text_preprocessing"] = tokenizer.get("text_preprocessing", "none")
     # transformers 5 decodes without cleaning the spaces before punctuation unless the folder asks; tokenizers.js
     # cleans them unless told not to, so "Ein Mann , der" would read "Ein Mann, der" in the page only.

@@ -36,6 +36,7 @@ from vanilla_transformer import TranslationPipeline  # importing registers the m
 from vanilla_transformer.extras import MissingExtra
 from vanilla_transformer.folder_checks import check_config_file, check_tokenizer_file, is_hub_id
 from vanilla_transformer.input_checks import check_tokenizer
+from vanilla_transformer.modeling_vanilla_transformer import configured_output_length
 from vanilla_transformer.pipeline_vanilla_transformer import reads_nothing, text_preparation
 from vanilla_transformer.training import (
     CorpusError,
@@ -97,8 +98,9 @@ def generate_translator(args: argparse.Namespace) -> Translator:
 
 def ctranslate2_translator(args: argparse.Namespace) -> Translator:
     """A folder written by `vt-export ctranslate2`: the same tokenizer and decoding settings as generate(), run by
-    CTranslate2 (which takes and returns tokens; the limit is the batch's longest source + max_length_beyond_source,
-    as generate() counts it). On a CPU, --threads workers of one thread each translate a batch each."""
+    CTranslate2 (which takes and returns tokens; the limit is the config's length, else the batch's longest source
+    + max_length_beyond_source, as generate() counts it). On a CPU, --threads workers of one thread each translate
+    a batch each."""
     try:
         import ctranslate2
     except ImportError:
@@ -129,6 +131,7 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
     beams = first_set(args.num_beams, getattr(generation, "num_beams", None), 1)
     length_penalty = first_set(args.length_penalty, getattr(generation, "length_penalty", None), 1.0)
     beyond = first_set(getattr(generation, "max_length_beyond_source", None), 50)
+    configured = configured_output_length(generation) if generation is not None else None  # as generate() reads it
     # generate() lets a hypothesis end at its first step (min_new_tokens 0, transformers' default) and beam search
     # counts such an empty one among its finished hypotheses; CTranslate2 by default does not (min_decoding_length
     # 1), which changed 3 of Multi30K's 2,000 test translations (test 2016 and 2017, beam 4) until set alike here.
@@ -155,7 +158,7 @@ def ctranslate2_translator(args: argparse.Namespace) -> Translator:
             )
         # CTranslate2 sorts the sentences by length, cuts them into batches and gives those to its workers.
         # The output too has only `positions` positions, the first of them the start token's.
-        limit = min(args.max_new_tokens or len(ids[longest]) + beyond, positions - 1)
+        limit = min(first_set(args.max_new_tokens, configured, len(ids[longest]) + beyond), positions - 1)
         results = translator.translate_batch(
             [tokenizer.convert_ids_to_tokens(row) for row in ids],
             max_batch_size=args.batch_size,

@@ -77,11 +77,14 @@ def pad_after_end(sequences: torch.Tensor, eos_token_id: int | list[int] | None,
     generated.masked_fill_(after_first_end, pad_token_id)
 
 
-def output_length_is_set(config: GenerationConfig) -> bool:
-    """Whether a generation config limits the output's length: `max_new_tokens`, or a `max_length` other than
-    transformers' default of 20, which `Seq2SeqTrainer` writes into a model's config during evaluation (and which
-    every 4.x config holds), so that a length no one chose does not replace the paper's rule."""
-    return config.max_new_tokens is not None or config.max_length not in (None, 20)
+def configured_output_length(config: GenerationConfig) -> int | None:
+    """The most tokens a generation config lets a translation have: `max_new_tokens`, or `max_length` less the
+    decoder's start token. None where it sets neither, or only transformers' default `max_length` of 20, which
+    `Seq2SeqTrainer` writes into a model's config during evaluation (and which every 4.x config holds), so that a
+    length no one chose does not replace the paper's rule."""
+    if config.max_new_tokens is not None:
+        return config.max_new_tokens
+    return None if config.max_length in (None, 20) else config.max_length - 1
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -744,7 +747,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
         """`GenerationMixin.generate`, plus the paper's output limit (§6.1: "maximum output length to input length
         + 50"): when the generation config has `max_length_beyond_source` and neither the call nor the config sets a
-        length (`output_length_is_set`), at most (source length + that many) tokens are generated. Rows that end
+        length (`configured_output_length`), at most (source length + that many) tokens are generated. Rows that end
         early are padded after their end in every mode (`pad_after_end`).
         """
         config = generation_config if generation_config is not None else self.generation_config
@@ -757,7 +760,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         prompt_length = 1 if prompt is None else prompt.shape[-1]  # the decoder's start token, or the given prefix
         beyond = getattr(config, "max_length_beyond_source", None)
         length_given = any(kwargs.get(k) is not None for k in ("max_length", "max_new_tokens"))
-        if beyond is not None and source is not None and not length_given and not output_length_is_set(config):
+        if beyond is not None and source is not None and not length_given and configured_output_length(config) is None:
             # As max_length, which outranks the config's default max_length without transformers' warning.
             kwargs["max_length"] = prompt_length + source.shape[-1] + beyond
         output = super().generate(inputs, generation_config, **kwargs)
