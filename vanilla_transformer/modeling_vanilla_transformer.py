@@ -64,29 +64,6 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return decoder_input_ids.masked_fill(decoder_input_ids == -100, pad_token_id)
 
 
-def pad_after_end(sequences: torch.Tensor, eos_token_id: int | list[int] | None, pad_token_id: int | None, start: int):
-    """Sets every token after a generated sequence's first end-of-sentence token to padding, in place (from
-    position `start`, past the decoder's prompt). transformers' beam search fills the ends of finished beams with
-    the end-of-sentence token instead where the padding id is 0, as here (`pad_token_id or eos_token_id[0]`)."""
-    if eos_token_id is None or pad_token_id is None:
-        return
-    eos = torch.as_tensor(eos_token_id, device=sequences.device).view(-1)
-    generated = sequences[:, start:]  # (B, T - start)
-    ends = torch.isin(generated, eos).int()
-    after_first_end = (ends.cumsum(-1) - ends) > 0
-    generated.masked_fill_(after_first_end, pad_token_id)
-
-
-def configured_output_length(config: GenerationConfig) -> int | None:
-    """The most tokens a generation config lets a translation have: `max_new_tokens`, or `max_length` less the
-    decoder's start token. None where it sets neither, or only transformers' default `max_length` of 20, which
-    `Seq2SeqTrainer` writes into a model's config during evaluation (and which every 4.x config holds), so that a
-    length no one chose does not replace the paper's rule."""
-    if config.max_new_tokens is not None:
-        return config.max_new_tokens
-    return None if config.max_length in (None, 20) else config.max_length - 1
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # §3.5 Positional encoding
 # ---------------------------------------------------------------------------------------------------------------
@@ -800,6 +777,34 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             self.generation_config = GenerationConfig(
                 **PAPER_GENERATION, **{name: getattr(self.config, name) for name in special_ids}
             )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# §6.1 generate()'s output: its length and its padding
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def pad_after_end(sequences: torch.Tensor, eos_token_id: int | list[int] | None, pad_token_id: int | None, start: int):
+    """Sets every token after a generated sequence's first end-of-sentence token to padding, in place (from
+    position `start`, past the decoder's prompt). transformers' beam search fills the ends of finished beams with
+    the end-of-sentence token instead where the padding id is 0, as here (`pad_token_id or eos_token_id[0]`)."""
+    if eos_token_id is None or pad_token_id is None:
+        return
+    eos = torch.as_tensor(eos_token_id, device=sequences.device).view(-1)
+    generated = sequences[:, start:]  # (B, T - start)
+    ends = torch.isin(generated, eos).int()
+    after_first_end = (ends.cumsum(-1) - ends) > 0
+    generated.masked_fill_(after_first_end, pad_token_id)
+
+
+def configured_output_length(config: GenerationConfig) -> int | None:
+    """The most tokens a generation config lets a translation have: `max_new_tokens`, or `max_length` less the
+    decoder's start token. None where it sets neither, or only transformers' default `max_length` of 20, which
+    `Seq2SeqTrainer` writes into a model's config during evaluation (and which every 4.x config holds), so that a
+    length no one chose does not replace the paper's rule."""
+    if config.max_new_tokens is not None:
+        return config.max_new_tokens
+    return None if config.max_length in (None, 20) else config.max_length - 1
 
 
 # §6.1: "beam search with a beam size of 4 and length penalty alpha = 0.6 ... maximum output length to input length
