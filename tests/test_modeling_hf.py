@@ -136,9 +136,14 @@ def test_a_finished_sentence_is_padded_after_its_end_in_every_mode(mode):
     assert not torch.isin(others, torch.tensor([model.config.eos_token_id, model.config.pad_token_id])).any()
 
 
+def generation_log() -> CaptureLogger:
+    """What transformers' generate() logs (its logger does not propagate to pytest's caplog)."""
+    return CaptureLogger(transformers_logging.get_logger("transformers.generation.utils"))
+
+
 def generated_lengths(model, batches, **generate_kwargs) -> tuple[list[int], str]:
     """Each batch's output length, with end and padding tokens forbidden, and what transformers' generate() logged."""
-    with CaptureLogger(transformers_logging.get_logger("transformers.generation.utils")) as log:
+    with generation_log() as log:
         lengths = [model.generate(**batch, bad_words_ids=[[0], [3]], **generate_kwargs).shape[1] for batch in batches]
     return lengths, log.out
 
@@ -174,7 +179,7 @@ def test_seq2seq_trainer_evaluation_keeps_the_papers_length_rule_without_warning
         args=training_arguments(tmp_path, predict_with_generate=True, per_device_eval_batch_size=2),
         data_collator=DataCollatorForSeq2Seq(word_tokenizer(["a b"]), model=model),
     )
-    with CaptureLogger(transformers_logging.get_logger("transformers.generation.utils")) as log:
+    with generation_log() as log:
         predictions = trainer.predict(examples, bad_words_ids=[[0], [3]]).predictions
     assert model.generation_config.max_length == 20  # transformers' doing, which the rule must outlast
     assert (predictions != model.config.pad_token_id).sum(-1).tolist() == [1 + 5 + 5] * 4  # Trainer pads to 20

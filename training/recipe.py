@@ -290,7 +290,7 @@ class TranslationTrainer(Seq2SeqTrainer):
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         # Seq2SeqTrainer writes GenerationConfig's defaults (max_length=20, ...) into the model's own generation
-        # config after every batch; they would then clash with the paper's length rule and be saved with the model.
+        # config after every batch; every checkpoint and the final folder would then save them as the model's choice.
         generation_config = copy.deepcopy(self.model.generation_config)
         try:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys, **gen_kwargs)
