@@ -168,6 +168,19 @@ def test_the_papers_length_rule_gives_way_to_a_length_in_the_generation_config(s
         assert generated_lengths(model, [batch], max_new_tokens=2) == ([3], "")  # the call's own length wins
 
 
+@pytest.mark.parametrize("given_as", ["inputs_embeds", "encoder_outputs"])
+def test_the_papers_length_rule_reads_a_source_given_as_embeddings_or_the_encoders_output(given_as):
+    model = tiny_model()
+    model.generation_config.max_length_beyond_source = 30  # past transformers' default of 20 tokens in all
+    input_ids, attention_mask, _ = random_batch()
+    with torch.no_grad():
+        embeddings = model.get_input_embeddings()(input_ids)
+        encoder_outputs = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+    source = {"inputs_embeds": embeddings, "encoder_outputs": encoder_outputs}[given_as]
+    batch = {given_as: source, "attention_mask": attention_mask}
+    assert generated_lengths(model, [batch]) == ([1 + 7 + 30], "")
+
+
 def test_seq2seq_trainer_evaluation_keeps_the_papers_length_rule_without_warnings(tmp_path):
     """Seq2SeqTrainer fills the model's generation config with transformers' defaults (max_length=20) after the
     first batch it generates; the later batches must still get the paper's rule, without a warning each."""

@@ -724,8 +724,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
         """`GenerationMixin.generate`, plus the paper's output limit (§6.1: "maximum output length to input length
         + 50"): when the generation config has `max_length_beyond_source` and neither the call nor the config sets a
-        length (`configured_output_length`), at most (source length + that many) tokens are generated. Rows that end
-        early are padded after their end in every mode (`pad_after_end`).
+        length (`configured_output_length`), at most (source length + that many) tokens are generated, the source given
+        as token ids, embeddings or the encoder's output. Rows that end early are padded after their end in every mode
+        (`pad_after_end`).
         """
         config = generation_config if generation_config is not None else self.generation_config
         vocab_size = self.get_input_embeddings().num_embeddings
@@ -737,9 +738,11 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         prompt_length = 1 if prompt is None else prompt.shape[-1]  # the decoder's start token, or the given prefix
         beyond = getattr(config, "max_length_beyond_source", None)
         length_given = any(kwargs.get(k) is not None for k in ("max_length", "max_new_tokens"))
-        if beyond is not None and source is not None and not length_given and configured_output_length(config) is None:
+        length_set = length_given or configured_output_length(config) is not None
+        source_length = encoder_input_length(source, kwargs)
+        if beyond is not None and source_length is not None and not length_set:
             # As max_length, which outranks the config's default max_length without transformers' warning.
-            kwargs["max_length"] = prompt_length + source.shape[-1] + beyond
+            kwargs["max_length"] = prompt_length + source_length + beyond
         output = super().generate(inputs, generation_config, **kwargs)
         sequences = output if isinstance(output, torch.Tensor) else output.sequences
         pad_after_end(
@@ -795,6 +798,18 @@ def pad_after_end(sequences: torch.Tensor, eos_token_id: int | list[int] | None,
     ends = torch.isin(generated, eos).int()
     after_first_end = (ends.cumsum(-1) - ends) > 0
     generated.masked_fill_(after_first_end, pad_token_id)
+
+
+def encoder_input_length(input_ids: torch.Tensor | None, generate_kwargs: dict) -> int | None:
+    """The source's length in tokens, however generate() was given it: token ids, `inputs_embeds`, or the encoder's
+    output (`encoder_outputs`, computed once for several generate() calls); None where it has none of them."""
+    if input_ids is not None:
+        return input_ids.shape[-1]
+    if generate_kwargs.get("inputs_embeds") is not None:
+        return generate_kwargs["inputs_embeds"].shape[1]  # (B, S, D)
+    if generate_kwargs.get("encoder_outputs") is not None:
+        return generate_kwargs["encoder_outputs"][0].shape[1]  # last_hidden_state: (B, S, D)
+    return None
 
 
 def configured_output_length(config: GenerationConfig) -> int | None:
