@@ -228,6 +228,10 @@ def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
             ["--ema_decay", "0.99", "--optim", "schedule_free_adamw", "--lr_scheduler_type", "constant"],
             "--ema_decay with --optim schedule_free_adamw: the optimizer keeps an average of its own",
         ),
+        (
+            ["--load_best_model_at_end", "true", "--eval_strategy", "steps"],  # smoke.yaml averages 2 checkpoints
+            "--load_best_model_at_end ships the checkpoint that validated best, --average_checkpoints and",
+        ),
         (["--max_tokens", "lots"], "argument --max_tokens/--max-tokens: invalid int value: 'lots'"),
     ],
 )
@@ -514,6 +518,21 @@ def test_the_exponential_average_is_evaluated_after_the_averaged_model_and_ships
     assert average.keys() and all(torch.equal(shipped[name], tensor) for name, tensor in average.items())
     assert not (output / "averaged" / EXPONENTIAL_AVERAGE).exists()  # a model folder, not a checkpoint
     assert "| exponential average of the weights | decay 0.9 |" in (output / "README.md").read_text()
+
+
+def test_load_best_model_at_end_ships_the_best_checkpoint_under_its_name(tmp_path):
+    output = tmp_path / "run"
+    flags = ["--max_steps", "40", "--eval_strategy", "steps", "--eval_steps", "20", "--average_checkpoints", "0"]
+    # The lowest BLEU as the best: the first checkpoint's, not the last, so the test can tell them apart.
+    flags += ["--load_best_model_at_end", "true", "--metric_for_best_model", "bleu", "--greater_is_better", "false"]
+    report = train_main([*SMOKE, *flags, "--output_dir", str(output)])
+    assert report["summary"]["shipped_model"] == "best (checkpoint-20)" and list(report["results"]) == [
+        "best (checkpoint-20)"
+    ]
+    shipped = AutoModelForSeq2SeqLM.from_pretrained(output).state_dict()
+    best = AutoModelForSeq2SeqLM.from_pretrained(output / "checkpoint-20").state_dict()
+    assert all(torch.equal(shipped[name], tensor) for name, tensor in best.items())
+    assert "The shipped model (best (checkpoint-20))" in (output / "README.md").read_text()
 
 
 def validation_loss(folder: Path, pairs: list[tuple[str, str]]) -> float:

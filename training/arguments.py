@@ -328,6 +328,12 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             self.ddp_find_unused_parameters = True  # a skipped layer's parameters get no gradient in that step
         if not 0 <= self.ema_decay < 1:
             raise ValueError(f"--ema_decay {self.ema_decay}: must be in [0, 1) (0: off).")
+        if self.load_best_model_at_end and (self.average_checkpoints > 1 or self.ema_decay):
+            raise ValueError(
+                "--load_best_model_at_end ships the checkpoint that validated best, --average_checkpoints and "
+                "--ema_decay an average of the last steps' weights: use one of them (the best checkpoint: add "
+                "--average_checkpoints 0 --ema_decay 0)."
+            )
         if self.fp16 and not torch.cuda.is_available():
             raise ValueError("--fp16 needs a CUDA GPU (a CPU run would ignore it): leave it out, or use --bf16.")
         if self.fp16 and self.bf16 is None:

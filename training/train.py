@@ -266,13 +266,20 @@ def resume_checkpoint(args: TranslationTrainingArguments) -> str | None:
     return None
 
 
+def trained_model_label(trainer: TranslationTrainer) -> str:
+    """What the trainer holds when training ends: the last step's weights, or with --load_best_model_at_end the
+    checkpoint that validated best, which the Trainer loaded back."""
+    best = trainer.state.best_model_checkpoint
+    return f"best ({Path(best).name})" if trainer.args.load_best_model_at_end and best else "last"
+
+
 def evaluate_last_and_averaged(trainer: TranslationTrainer, args, corpus, tokenized, target_lang: str) -> dict:
-    """{"last": scores per split}, with --average_checkpoints N the averaged model's scores (§6.1), and with
-    --ema_decay the exponential average's; the last of them then stays loaded in the trainer: the last entry is the
-    model that ships."""
+    """{"last" (or "best (checkpoint-N)"): scores per split}, with --average_checkpoints N the averaged model's scores
+    (§6.1), and with --ema_decay the exponential average's; the last of them then stays loaded in the trainer: the
+    last entry is the model that ships."""
     splits = ["validation", *testing_splits(corpus)]
     trainer.compute_metrics = None  # the final scores are against the raw references (evaluate_translations)
-    results = {"last": evaluate_translations(trainer, corpus, tokenized, splits, target_lang)}
+    results = {trained_model_label(trainer): evaluate_translations(trainer, corpus, tokenized, splits, target_lang)}
     if args.average_checkpoints > 1:
         output_dir = Path(args.output_dir)
         checkpoints = last_checkpoints(output_dir, args.average_checkpoints)
@@ -379,7 +386,7 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
         summary=summary,
         results=results[summary["shipped_model"]],
         generation={k: getattr(args, k) for k in ("num_beams", "length_penalty", "max_length_beyond_source")},
-        example_source=corpus[list(results["last"])[-1]]["source"][0],
+        example_source=corpus[list(results[summary["shipped_model"]])[-1]]["source"][0],
         # The model then reads and writes that text (e.g. lowercased and tokenized): the card must say so.
         text_preprocessing="lowercased, Moses-tokenized" if data_args.preprocess == LOWERCASE_TOKENIZED else None,
     )
