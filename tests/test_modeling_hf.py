@@ -86,6 +86,25 @@ def test_eager_returns_attention_weights_of_every_kind():
         torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)))
 
 
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_a_sentence_padded_on_either_side_is_encoded_and_translated_as_it_is_alone(attn_implementation):
+    # Tokenizers pad on the left where a user set padding_side="left" (the habit from decoder-only models).
+    model = tiny_model().eval()
+    model.set_attn_implementation(attn_implementation)
+    sentence, _, _ = random_batch(batch=1, source_length=5)
+    alone = model.get_encoder()(input_ids=sentence).last_hidden_state  # (1, 5, D)
+    pad = torch.zeros(1, 3, dtype=torch.long)
+    mask = torch.ones(1, 5, dtype=torch.long)
+    sides = {"right": (torch.cat([sentence, pad], 1), torch.cat([mask, pad], 1), slice(0, 5))}
+    sides["left"] = (torch.cat([pad, sentence], 1), torch.cat([pad, mask], 1), slice(3, 8))
+    translation = model.generate(input_ids=sentence, max_new_tokens=6, num_beams=1)
+    for input_ids, attention_mask, words in sides.values():
+        encoded = model.get_encoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        torch.testing.assert_close(encoded[:, words], alone, rtol=0, atol=1e-5)
+        padded = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6, num_beams=1)
+        assert torch.equal(padded, translation)
+
+
 # Cache and generate() ----------------------------------------------------------------------------------------------
 GENERATION_MODES = {
     "greedy": dict(do_sample=False, num_beams=1),

@@ -129,10 +129,16 @@ class VanillaTransformerEmbeddings(nn.Module):
         input_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         past_length: int = 0,
+        attention_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, L, D)
         positions = self.embed_positions(past_length, inputs_embeds.shape[1], inputs_embeds.device)  # (L, D)
+        if attention_mask is not None and attention_mask.dim() == 2:
+            # Each token's place among its own sentence's tokens (as fairseq counts them), so that a sentence padded
+            # on the left is encoded as it is alone; on the right the places are 0, 1, ... as without the mask.
+            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, L)
+            positions = positions[position_ids]  # (B, L, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
         return self.dropout(hidden_states)  # (B, L, D)
 
@@ -449,7 +455,7 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
-        hidden_states = self.embeddings(input_ids, inputs_embeds)  # (B, S, D)
+        hidden_states = self.embeddings(input_ids, inputs_embeds, attention_mask=attention_mask)  # (B, S, D)
         # Padding positions are hidden from every query (the mask holds the dtype's minimum there).
         attention_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
