@@ -270,6 +270,11 @@ def test_help_describes_the_command_and_trainer_settings_the_recipe_replaces_are
     assert all(re.search(rf"--{name}[ ,]", training) for name in names)
     with pytest.raises(SystemExit, match=r"--per_device_train_batch_size has no effect here: .*--max_tokens"):
         parse_arguments([*SMOKE, "--per_device_train_batch_size", "8"])
+    for flag, value in (("train_sampling_strategy", "group_by_length"), ("dataloader_drop_last", "true")):
+        with pytest.raises(SystemExit, match=rf"--{flag} has no effect here: training batches"):
+            parse_arguments([*SMOKE, f"--{flag}", value])
+    with pytest.raises(SystemExit, match=r"--auto_find_batch_size has no effect here: .*a smaller --max_tokens"):
+        parse_arguments([*SMOKE, "--auto_find_batch_size", "true"])
     config = tmp_path / "run.yaml"
     config.write_text("lr_scheduler_type: cosine\n", encoding="utf-8")  # the Trainer's schedules: a setting like any
     assert parse_arguments(["--config", str(config)])[-1].lr_scheduler_type == "cosine"

@@ -460,6 +460,12 @@ def launched_as_several_processes() -> bool:
 REPLACED_BY_THE_RECIPE = {
     "per_device_train_batch_size": "training batches hold --max_tokens padded tokens per side (§5.1), not a number "
     "of sentences.",
+    "train_sampling_strategy": "training batches are pairs of similar lengths up to --max_tokens padded tokens per "
+    "side (§5.1), in an order of their own; --regroup_batches and --curriculum_steps change it.",
+    "dataloader_drop_last": "training batches hold --max_tokens padded tokens per side (§5.1); the Trainer's rule for "
+    "a last batch of fewer sentences does not reach them.",
+    "auto_find_batch_size": "training batches hold --max_tokens padded tokens per side (§5.1): where a step runs out "
+    "of memory, give a smaller --max_tokens.",
 }
 
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, VocabularyArguments, TranslationTrainingArguments)
