@@ -275,6 +275,10 @@ def test_help_describes_the_command_and_trainer_settings_the_recipe_replaces_are
             parse_arguments([*SMOKE, f"--{flag}", value])
     with pytest.raises(SystemExit, match=r"--auto_find_batch_size has no effect here: .*a smaller --max_tokens"):
         parse_arguments([*SMOKE, "--auto_find_batch_size", "true"])
+    # Seq2SeqTrainer's decoding settings reach its evaluations only, which would then score another decoding.
+    for flag, value, instead in (("generation_num_beams", "1", "--num_beams"), ("generation_max_length", "6", "--max")):
+        with pytest.raises(SystemExit, match=rf"--{flag} would change how the evaluations decode.*give {instead}"):
+            parse_arguments([*SMOKE, f"--{flag}", value])
     config = tmp_path / "run.yaml"
     config.write_text("lr_scheduler_type: cosine\n", encoding="utf-8")  # the Trainer's schedules: a setting like any
     assert parse_arguments(["--config", str(config)])[-1].lr_scheduler_type == "cosine"

@@ -456,16 +456,23 @@ def launched_as_several_processes() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-# Trainer settings that the recipe replaces: given, they would be silently ignored.
+# Trainer settings that the recipe replaces: given, they would be silently ignored, or change the evaluations alone.
+TOKEN_BATCHES = "has no effect here: training batches hold --max_tokens padded tokens per side (§5.1)"
+RECIPE_DECODING = "would change how the evaluations decode, not the saved model's generation config: give"
 REPLACED_BY_THE_RECIPE = {
-    "per_device_train_batch_size": "training batches hold --max_tokens padded tokens per side (§5.1), not a number "
-    "of sentences.",
-    "train_sampling_strategy": "training batches are pairs of similar lengths up to --max_tokens padded tokens per "
-    "side (§5.1), in an order of their own; --regroup_batches and --curriculum_steps change it.",
-    "dataloader_drop_last": "training batches hold --max_tokens padded tokens per side (§5.1); the Trainer's rule for "
-    "a last batch of fewer sentences does not reach them.",
-    "auto_find_batch_size": "training batches hold --max_tokens padded tokens per side (§5.1): where a step runs out "
-    "of memory, give a smaller --max_tokens.",
+    "per_device_train_batch_size": f"{TOKEN_BATCHES}, not a number of sentences.",
+    "train_sampling_strategy": f"{TOKEN_BATCHES}, formed of pairs of similar lengths in an order of their own; "
+    "--regroup_batches and --curriculum_steps change it.",
+    "group_by_length": f"{TOKEN_BATCHES}, formed of pairs of similar lengths already.",  # its name in 4.x and early 5.x
+    "sortish_sampler": f"{TOKEN_BATCHES}, formed of pairs of similar lengths already.",
+    "dataloader_drop_last": f"{TOKEN_BATCHES}; the Trainer's rule for a last batch of fewer sentences does not reach "
+    "them.",
+    "auto_find_batch_size": f"{TOKEN_BATCHES}: where a step runs out of memory, give a smaller --max_tokens.",
+    "generation_num_beams": f"{RECIPE_DECODING} --num_beams, which both read (§6.1).",
+    "generation_max_length": f"{RECIPE_DECODING} --max_length_beyond_source (the paper's limit: the source's length "
+    "+ N), which both read (§6.1).",
+    "generation_config": f"{RECIPE_DECODING} --num_beams, --length_penalty and --max_length_beyond_source, which both "
+    "read (§6.1).",
 }
 
 ARGUMENT_CLASSES = (ModelArguments, DataArguments, VocabularyArguments, TranslationTrainingArguments)
@@ -606,7 +613,7 @@ def parse_arguments(argv: list[str] | None = None):
     ignored = sorted((given | set(settings)) & set(REPLACED_BY_THE_RECIPE))
     if ignored:
         name = ignored[0]
-        raise SystemExit(f"error: --{name} has no effect here: {REPLACED_BY_THE_RECIPE[name]}")
+        raise SystemExit(f"error: --{name} {REPLACED_BY_THE_RECIPE[name]}")
     if given & set(DATA_SOURCES):  # a data source on the command line replaces the config's, not joins it
         settings = {name: value for name, value in settings.items() if name not in DATA_SOURCES}
     origin = f"{config} with the command line: " if config else ""
