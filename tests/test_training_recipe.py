@@ -132,6 +132,12 @@ def test_the_trainers_batches_follow_the_curriculum_counted_in_optimizer_steps(t
     assert next(iter(sampler)) == sampler.batches[0]  # the first step: the shortest pairs
 
 
+def test_the_batches_order_follows_data_seed_where_given_else_seed(tmp_path):
+    for arguments, order_seed in (({"seed": 3}, 3), ({"seed": 3, "data_seed": 8}, 8)):
+        sampler = trainer_on_pairs(tmp_path, max_tokens=16, **arguments).get_train_dataloader().batch_sampler
+        assert sampler.seed == order_seed
+
+
 def test_translation_like_lengths_pad_under_five_percent():
     # Target lengths follow source lengths, as in a parallel corpus: a quarter longer or shorter at most.
     rng = random.Random(0)

@@ -252,7 +252,7 @@ class TranslationTrainer(Seq2SeqTrainer):
             sources,
             targets,
             self.args.max_tokens,
-            self.args.seed,
+            self.args.seed if self.args.data_seed is None else self.args.data_seed,  # the Trainer's rule
             regroup=self.args.regroup_batches,
             curriculum_steps=self.args.curriculum_steps,
             batches_per_step=self.args.world_size * self.args.gradient_accumulation_steps,

@@ -81,6 +81,7 @@ SHAPING_SETTINGS = (
     "muon",
     "ema_decay",
     "seed",
+    "data_seed",
 )
 
 
@@ -361,6 +362,7 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
         "checkpoints averaged": args.average_checkpoints if args.average_checkpoints > 1 else None,
         "exponential average of the weights": f"decay {args.ema_decay}" if args.ema_decay else None,
         "seed": args.seed,
+        "seed of the batches' order": args.data_seed,
     }
     return {name: value for name, value in settings.items() if value is not None}
 
