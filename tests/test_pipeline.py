@@ -264,10 +264,13 @@ def test_the_folder_works_where_neither_this_package_nor_sentencepiece_can_be_im
         translator = pipeline("translation", model=folder, trust_remote_code=True)
         assert type(translator).__module__.startswith("transformers_modules"), type(translator).__module__
         print(json.dumps(translator(["a dog runs", "two men play football"])))
+        # The averaged checkpoints beside it (here the same model: the smoke config ships their average).
+        averaged = pipeline("translation", model=folder + "/averaged", trust_remote_code=True)
+        print(json.dumps(averaged(["a dog runs", "two men play football"])))
         """
     result = run_python(code, tmp_path, without=(*PROJECT_PACKAGES, "sentencepiece"))
     assert "Do you wish to run the custom code" not in result.stdout + result.stderr
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == expected
+    assert [json.loads(line) for line in result.stdout.strip().splitlines()[-2:]] == [expected, expected]
 
 
 def test_a_model_loaded_from_a_folder_and_saved_again_keeps_the_pipeline_its_config_names(smoke_run, tmp_path):

@@ -18,12 +18,14 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_transformer.folder_checks import check_tokenizer_file
 
 from .checkpoints import EXPONENTIAL_AVERAGE, WEIGHTS, numbered_checkpoints, why_incomplete
 from .console import one_line_errors
 from .folders import replacement_problem, write_folder
+from .hub import save_translation_folder
 
 # What a Trainer checkpoint holds besides the model: not part of a model folder.
 TRAINER_FILES = (
@@ -103,6 +105,9 @@ def write_averaged_model(checkpoints: Sequence[Path], output_dir: Path) -> Path:
     def write(folder: Path) -> None:
         shutil.copytree(checkpoints[-1], folder, ignore=shutil.ignore_patterns(*TRAINER_FILES, WEIGHTS))
         save_file(averaged, folder / WEIGHTS, metadata={"format": "pt"})
+        # Saved again as a run's own folder is: with the translation pipeline's code, which checkpoints lack.
+        model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+        save_translation_folder(model, tokenizer, folder)
 
     write_folder(output_dir, write)
     return output_dir

@@ -10,6 +10,8 @@ from pathlib import Path
 from huggingface_hub import HfApi
 from huggingface_hub.utils import filter_repo_objects
 
+from vanilla_transformer import TranslationPipeline
+
 from .console import first_line
 from .tokenizer import VOCABULARY_RECORD
 
@@ -39,6 +41,14 @@ def make_tokenizer_config_portable(folder: str | Path) -> None:
         settings["tokenizer_class"] = "PreTrainedTokenizerFast"
     settings["model_input_names"] = ["input_ids", "attention_mask"]
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def save_translation_folder(model, tokenizer, folder: str | Path) -> None:
+    """The model and its tokenizer as a folder that translates wherever transformers runs: the translation pipeline's
+    code beside them, named in config.json (`pipeline("translation", trust_remote_code=True)` without this package),
+    and a tokenizer config that transformers 4.x loads too."""
+    TranslationPipeline(model=model, tokenizer=tokenizer, device=model.device).save_pretrained(folder)
+    make_tokenizer_config_portable(folder)
 
 
 def hub_files(folder: str | Path) -> list[str]:

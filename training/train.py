@@ -24,7 +24,7 @@ from transformers import (
     set_seed,
 )
 
-from vanilla_transformer import TranslationPipeline, VanillaTransformerForConditionalGeneration
+from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.input_checks import check_tokenizer, vocabulary_record
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, shortest_first
 
@@ -36,7 +36,7 @@ from .checkpoints import WEIGHTS, newest_complete_checkpoint, numbered_checkpoin
 from .console import first_line, one_line_errors
 from .data import CorpusError, column_values, load_parallel_corpus, testing_splits, tokenize_corpus
 from .folders import first_names, move_files_into, write_folder
-from .hub import make_tokenizer_config_portable, publish
+from .hub import publish, save_translation_folder
 from .metrics import check_scoring, decode, make_compute_metrics, translation_scores
 from .mkl_kernels import use_mkl_intel_kernels
 from .model_card import render_model_card
@@ -372,9 +372,6 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
     model_args, data_args, vocab_args, args = arguments
     output_dir = Path(args.output_dir)
     trainer.model.config.use_cache = True  # the Trainer turned the cache off for training; the model decodes with it
-    # Model, tokenizer, and the pipeline's code named in config.json: `pipeline("translation", model=folder,
-    # trust_remote_code=True)` then works where this package is not installed.
-    shipped = TranslationPipeline(model=trainer.model, tokenizer=trainer.processing_class, device=trainer.model.device)
     config = trainer.model.config.to_dict()
     card = render_model_card(
         repo_id=args.hub_model_id or output_dir.name,
@@ -395,8 +392,7 @@ def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, re
     report = {"summary": summary, "results": results, "arguments": {"data": asdict(data_args), "seed": args.seed}}
 
     def write(folder: Path) -> None:
-        shipped.save_pretrained(folder)
-        make_tokenizer_config_portable(folder)
+        save_translation_folder(trainer.model, trainer.processing_class, folder)
         (folder / "README.md").write_text(card, encoding="utf-8")
         (folder / RESULTS).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
 
