@@ -179,13 +179,14 @@ def test_exporting_with_force_replaces_an_earlier_export_and_a_failure_keeps_it(
 # middle of the write leaves it.
 DIE_WHILE_WRITING_THE_MODEL = """
 import os, signal, sys
+import vanilla_transformer.training.hub as hub
 import vanilla_transformer.training.train as train
 
 def truncate_then_die(folder):
     open(os.path.join(folder, "tokenizer_config.json"), "w").close()
     os.kill(os.getpid(), signal.SIGKILL)
 
-train.make_tokenizer_config_portable = truncate_then_die
+hub.make_tokenizer_config_portable = truncate_then_die
 sys.argv = ["train", *sys.argv[1:]]
 train.cli()
 """
