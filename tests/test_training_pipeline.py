@@ -535,9 +535,8 @@ def test_load_best_model_at_end_ships_the_best_checkpoint_under_its_name(tmp_pat
     # The lowest BLEU as the best: the first checkpoint's, not the last, so the test can tell them apart.
     flags += ["--load_best_model_at_end", "true", "--metric_for_best_model", "bleu", "--greater_is_better", "false"]
     report = train_main([*SMOKE, *flags, "--output_dir", str(output)])
-    assert report["summary"]["shipped_model"] == "best (checkpoint-20)" and list(report["results"]) == [
-        "best (checkpoint-20)"
-    ]
+    best_label = "best (checkpoint-20)"
+    assert report["summary"]["shipped_model"] == best_label and list(report["results"]) == [best_label]
     shipped = AutoModelForSeq2SeqLM.from_pretrained(output).state_dict()
     best = AutoModelForSeq2SeqLM.from_pretrained(output / "checkpoint-20").state_dict()
     assert all(torch.equal(shipped[name], tensor) for name, tensor in best.items())
