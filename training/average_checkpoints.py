@@ -4,7 +4,8 @@ vt-average-checkpoints --run_dir RUN --last 5 --output_dir RUN/averaged
 vt-average-checkpoints --checkpoints RUN/checkpoint-800 RUN/checkpoint-1000 --output_dir OUT
 
 The output folder is the newest checkpoint's model folder (config, generation config, tokenizer, code) with its
-weights replaced by the element-wise mean; it loads with `from_pretrained` like any model folder. It is written
+weights replaced by the element-wise mean, saved as a run's own folder is (with the translation pipeline's code); it
+loads with `from_pretrained` like any model folder. It is written
 under a temporary name and renamed when complete, so a killed or failed run leaves any earlier folder as it was; an
 existing folder is only replaced when it is a model folder (never a run, a checkpoint or a folder holding them).
 """
