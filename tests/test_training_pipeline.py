@@ -565,6 +565,26 @@ def test_fine_tuning_reuses_the_vocabulary_and_lowers_the_loss_on_new_data(smoke
     assert validation_loss(output, PAIRS) < validation_loss(start, PAIRS) - 0.5
 
 
+def test_a_model_trained_with_the_targets_softmax_is_fine_tuned_with_it_and_keeps_the_tokens_it_writes(tmp_path):
+    start, new_data = tmp_path / "start", tmp_path / "data"
+    train_main([*SMOKE, "--target_vocabulary_softmax", "true", "--max_steps", "10", "--output_dir", str(start)])
+    new_data.mkdir()
+    for split in ("train", "val"):
+        for i, lang in enumerate(("en", "de")):
+            (new_data / f"{split}.{lang}").write_text("".join(p[i] + "\n" for p in PAIRS[:2]), encoding="utf-8")
+    flags = ["--model_name_or_path", str(start), "--data_dir", str(new_data), "--test_prefixes", "val"]
+    with pytest.raises(SystemExit, match=r"was trained with --target_vocabulary_softmax .*: fine-tune it with"):
+        parse_arguments([*SMOKE, *flags, "--output_dir", str(tmp_path / "plain")])
+
+    def suppressed(folder: Path) -> set[int]:
+        return set(json.loads((folder / "generation_config.json").read_text())["suppress_tokens"])
+
+    output = tmp_path / "finetuned"
+    flags += ["--target_vocabulary_softmax", "true", "--max_steps", "2", "--average_checkpoints", "0"]
+    train_main([*SMOKE, *flags, "--output_dir", str(output)])
+    assert suppressed(output) <= suppressed(start)  # every token the first model wrote, and the new targets'
+
+
 def test_fine_tuning_refuses_text_prepared_otherwise_than_the_vocabulary_learned_it(smoke_run, tmp_path):
     start, _ = smoke_run  # its vocabulary was learned on the text as it is (--preprocess none)
     output = tmp_path / "lowercased"

@@ -7,7 +7,7 @@ import re
 import pytest
 import sacrebleu
 import torch
-from transformers import TrainerCallback
+from transformers import GenerationConfig, TrainerCallback
 
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
 from vanilla_transformer.training.metrics import translation_scores
@@ -849,6 +849,21 @@ def test_the_target_vocabulary_softmax_is_the_loss_over_the_target_tokens_and_ge
     never = set(suppressed) - {model.config.pad_token_id}  # pad: what a finished translation is filled with
     assert set(unrestricted[:, 1:].flatten().tolist()) & never  # it would, after the start token
     assert not set(written[:, 1:].flatten().tolist()) & never
+
+
+def test_a_fine_tune_of_a_narrowed_model_keeps_the_tokens_it_writes_beside_the_new_targets(tmp_path):
+    from vanilla_transformer.training.loss import TargetVocabulary
+    from vanilla_transformer.training.recipe import TranslationTrainer
+
+    first = trainer_on_pairs(tmp_path, target_vocabulary_softmax=True)  # narrows its model's generation config
+    model, vocab_size = first.model, first.model.config.vocab_size
+    written = TargetVocabulary.of_generation_config(model.generation_config, vocab_size)
+    assert written.ids.tolist() == first.target_vocabulary.ids.tolist()
+    assert TargetVocabulary.of_generation_config(GenerationConfig(), vocab_size) is None  # a model never narrowed
+    small_corpus = first.train_dataset.select([0])  # one pair: few tokens of its own
+    fine_tune = TranslationTrainer(model=model, args=first.args, train_dataset=small_corpus)
+    assert fine_tune.target_vocabulary.ids.tolist() == written.ids.tolist()  # not the one pair's tokens alone
+    assert len(set(small_corpus["labels"][0])) < len(written.ids)
 
 
 def test_the_target_vocabulary_softmax_refuses_what_it_cannot_restrict(tmp_path):

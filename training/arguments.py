@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import torch
 import yaml
-from transformers import HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments
+from transformers import GenerationConfig, HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments
 from transformers.training_args import OptimizerNames
 from transformers.utils import is_schedulefree_available
 
@@ -621,7 +621,7 @@ def parse_arguments(argv: list[str] | None = None):
     parsed = parse_settings(parser, settings, config, argv, origin)[: len(ARGUMENT_CLASSES)]
     model_args, _, vocab_args, training_args = parsed
     check_folders(training_args)
-    check_base_model(model_args.model_name_or_path)
+    check_base_model(model_args.model_name_or_path, training_args.target_vocabulary_softmax)
     if training_args.bpe_dropout and not model_args.model_name_or_path and vocab_args.model_type != "bpe":
         raise SystemExit(
             f"error: --bpe_dropout {training_args.bpe_dropout} skips BPE merges: it needs --model_type bpe, "
@@ -644,13 +644,33 @@ def check_folders(args: TranslationTrainingArguments) -> None:
         )
 
 
-def check_base_model(name: str | None) -> None:
-    """--model_name_or_path names a model folder of this package with its tokenizer, or a Hub id."""
+def narrowed_softmax(folder: str) -> int:
+    """How many tokens a model folder's generation config suppresses and renormalises around (what
+    --target_vocabulary_softmax writes there); 0 where it narrows nothing, or where its file does not read (loading the
+    model names that file's fault)."""
+    try:
+        config = GenerationConfig.from_pretrained(folder)
+    except (OSError, ValueError):
+        return 0
+    return len(config.suppress_tokens or []) if config.renormalize_logits else 0
+
+
+def check_base_model(name: str | None, target_vocabulary_softmax: bool) -> None:
+    """--model_name_or_path names a model folder of this package with its tokenizer, or a Hub id. A folder whose
+    model was trained with --target_vocabulary_softmax is fine-tuned so too: its softmax never learned to give the
+    other tokens a low score, and a loss over every token would spend the fine-tune on that (docs/training.md)."""
     if name and Path(name).is_dir():
         try:
             check_config_file(name)
             check_tokenizer_file(name)
         except ValueError as error:
             raise SystemExit(f"error: --model_name_or_path {error}") from None
+        suppressed = narrowed_softmax(name)
+        if suppressed and not target_vocabulary_softmax:
+            raise SystemExit(
+                f"error: --model_name_or_path {name} was trained with --target_vocabulary_softmax (its generation "
+                f"config suppresses the {suppressed:,} tokens its softmax never scored): fine-tune it with "
+                "--target_vocabulary_softmax true, which keeps the tokens it writes and adds the new targets'."
+            )
     elif name and not is_hub_id(name):
         raise SystemExit(f"error: --model_name_or_path {name}: no such folder.")

@@ -54,6 +54,15 @@ class TargetVocabulary:
         """The tokens of the training targets' label ids (-100, a label without loss, is none)."""
         return cls((token for row in targets for token in row if token != -100), vocab_size)
 
+    @classmethod
+    def of_generation_config(cls, config: GenerationConfig, vocab_size: int) -> "TargetVocabulary | None":
+        """The tokens that a model trained with this softmax writes, read back from the generation config that
+        `narrow` wrote; None where the config narrows nothing (the model's softmax covers every token)."""
+        if not (config.renormalize_logits and config.suppress_tokens):
+            return None
+        suppressed = set(config.suppress_tokens)
+        return cls((token for token in range(vocab_size) if token not in suppressed), vocab_size)
+
     def suppressed(self) -> list[int]:
         """The other tokens of the vocabulary, for the generation config's `suppress_tokens`."""
         kept = set(self.ids.tolist())

@@ -164,11 +164,17 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.graphed_steps = GraphedSteps(self.compute_loss_func) if self.cuda_graphs_apply() else None
 
     def training_target_vocabulary(self) -> TargetVocabulary:
-        """The tokens of the training targets (`--target_vocabulary_softmax`), whose softmax the loss computes."""
+        """The tokens of the training targets (`--target_vocabulary_softmax`), whose softmax the loss computes, and
+        where the model's generation config already narrows its softmax (a fine-tune of a model trained so), the
+        tokens it writes: a fine-tune on a small corpus keeps the others it could write."""
         if self.train_dataset is None:
             raise ValueError("--target_vocabulary_softmax reads the training targets: there is no train_dataset.")
         vocab_size = self.model.get_output_embeddings().weight.shape[0]
-        return TargetVocabulary.of_targets(column_values(self.train_dataset, "labels"), vocab_size)
+        targets = column_values(self.train_dataset, "labels")
+        written = TargetVocabulary.of_generation_config(self.model.generation_config, vocab_size)
+        if written is not None:
+            targets = [*targets, written.ids.tolist()]
+        return TargetVocabulary.of_targets(targets, vocab_size)
 
     def fused_output_loss_applies(self) -> bool:
         """--fused_output_loss as given, or by default wherever nothing clashes with it: the arguments' clashes, and

@@ -418,7 +418,11 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
         tokenized = tokenize_corpus(corpus, tokenizer, data_args)
 
     model = build_model(model_args, tokenizer)
+    # A fine-tuned model trained with --target_vocabulary_softmax keeps the tokens it writes (the recipe adds the new
+    # targets' own); a new model narrows nothing.
+    narrowing = {key: getattr(model.generation_config, key) for key in ("suppress_tokens", "renormalize_logits")}
     model.generation_config = paper_generation_config(args, tokenizer)
+    model.generation_config.update(**narrowing)
     if args.learning_rate == 0:
         args.learning_rate = args.paper_learning_rate(model.config.d_model)
     logger.info("Model: %s parameters; peak learning rate %.3g", f"{model.num_parameters():,}", args.learning_rate)
@@ -445,7 +449,7 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
     logger.info("Dropout's masks: %s", masks)
     if trainer.target_vocabulary is not None:
         kept, vocab_size = len(trainer.target_vocabulary.ids), trainer.target_vocabulary.vocab_size
-        logger.info("Softmax: over the %s of %s tokens in the training targets", f"{kept:,}", f"{vocab_size:,}")
+        logger.info("Softmax: over %s of the %s tokens (--target_vocabulary_softmax)", f"{kept:,}", f"{vocab_size:,}")
     step = "CUDA graphs, one per batch shape (--cuda_graphs)" if trainer.graphed_steps else "eager"
     logger.info("Training step: %s", step)
     return corpus, tokenized, trainer
