@@ -26,6 +26,7 @@ from vanilla_transformer.extras import MissingExtra
 from vanilla_transformer.folder_checks import check_config_file, check_tokenizer_file, is_hub_id
 
 from .data import DATA_SOURCES, DataArguments
+from .loss import narrows_softmax
 from .schedule_free import is_schedule_free
 from .tokenizer import VocabularySettings
 
@@ -652,7 +653,7 @@ def narrowed_softmax(folder: str) -> int:
         config = GenerationConfig.from_pretrained(folder)
     except (OSError, ValueError):
         return 0
-    return len(config.suppress_tokens or []) if config.renormalize_logits else 0
+    return len(config.suppress_tokens) if narrows_softmax(config) else 0
 
 
 def check_base_model(name: str | None, target_vocabulary_softmax: bool) -> None:

@@ -37,6 +37,12 @@ def per_label(total: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int
     return total / count
 
 
+def narrows_softmax(config: GenerationConfig) -> bool:
+    """Whether a generation config suppresses tokens and renormalises the rest, as `TargetVocabulary.narrow` writes it
+    for a model trained with `--target_vocabulary_softmax`."""
+    return bool(config.renormalize_logits and config.suppress_tokens)
+
+
 class TargetVocabulary:
     """The token ids that occur in the training targets (`--target_vocabulary_softmax`), and each one's place among
     them: the loss's softmax runs over these columns of the logits (rows of the output layer) alone."""
@@ -58,7 +64,7 @@ class TargetVocabulary:
     def of_generation_config(cls, config: GenerationConfig, vocab_size: int) -> "TargetVocabulary | None":
         """The tokens that a model trained with this softmax writes, read back from the generation config that
         `narrow` wrote; None where the config narrows nothing (the model's softmax covers every token)."""
-        if not (config.renormalize_logits and config.suppress_tokens):
+        if not narrows_softmax(config):
             return None
         suppressed = set(config.suppress_tokens)
         return cls((token for token in range(vocab_size) if token not in suppressed), vocab_size)
