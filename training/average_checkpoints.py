@@ -5,9 +5,9 @@ vt-average-checkpoints --checkpoints RUN/checkpoint-800 RUN/checkpoint-1000 --ou
 
 The output folder is the newest checkpoint's model folder (config, generation config, tokenizer, code) with its
 weights replaced by the element-wise mean, saved as a run's own folder is (with the translation pipeline's code); it
-loads with `from_pretrained` like any model folder. It is written
-under a temporary name and renamed when complete, so a killed or failed run leaves any earlier folder as it was; an
-existing folder is only replaced when it is a model folder (never a run, a checkpoint or a folder holding them).
+loads with `from_pretrained` like any model folder. It is written under a temporary name and renamed when complete,
+so a killed or failed run leaves any earlier folder as it was; an existing folder is only replaced when it is a model
+folder (never a run, a checkpoint or a folder holding them).
 """
 
 import argparse

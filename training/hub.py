@@ -9,6 +9,7 @@ from pathlib import Path
 
 from huggingface_hub import HfApi
 from huggingface_hub.utils import filter_repo_objects
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from vanilla_transformer import TranslationPipeline
 
@@ -43,7 +44,7 @@ def make_tokenizer_config_portable(folder: str | Path) -> None:
     path.write_text(json.dumps(settings, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def save_translation_folder(model, tokenizer, folder: str | Path) -> None:
+def save_translation_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> None:
     """The model and its tokenizer as a folder that translates wherever transformers runs: the translation pipeline's
     code beside them, named in config.json (`pipeline("translation", trust_remote_code=True)` without this package),
     and a tokenizer config that transformers 4.x loads too."""
