@@ -170,11 +170,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.train_dataset is None:
             raise ValueError("--target_vocabulary_softmax reads the training targets: there is no train_dataset.")
         vocab_size = self.model.get_output_embeddings().weight.shape[0]
-        targets = column_values(self.train_dataset, "labels")
+        targets = TargetVocabulary.of_targets(column_values(self.train_dataset, "labels"), vocab_size)
         written = TargetVocabulary.of_generation_config(self.model.generation_config, vocab_size)
-        if written is not None:
-            targets = [*targets, written.ids.tolist()]
-        return TargetVocabulary.of_targets(targets, vocab_size)
+        if written is None:
+            return targets
+        return TargetVocabulary([*targets.ids.tolist(), *written.ids.tolist()], vocab_size)
 
     def fused_output_loss_applies(self) -> bool:
         """--fused_output_loss as given, or by default wherever nothing clashes with it: the arguments' clashes, and

@@ -37,6 +37,7 @@ from .console import first_line, one_line_errors
 from .data import CorpusError, column_values, load_parallel_corpus, testing_splits, tokenize_corpus
 from .folders import first_names, move_files_into, write_folder
 from .hub import publish, save_translation_folder
+from .loss import TargetVocabulary
 from .metrics import check_scoring, decode, make_compute_metrics, translation_scores
 from .mkl_kernels import use_mkl_intel_kernels
 from .model_card import render_model_card
@@ -420,9 +421,10 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
     model = build_model(model_args, tokenizer)
     # A fine-tuned model trained with --target_vocabulary_softmax keeps the tokens it writes (the recipe adds the new
     # targets' own); a new model narrows nothing.
-    narrowing = {key: getattr(model.generation_config, key) for key in ("suppress_tokens", "renormalize_logits")}
+    written = TargetVocabulary.of_generation_config(model.generation_config, model.config.vocab_size)
     model.generation_config = paper_generation_config(args, tokenizer)
-    model.generation_config.update(**narrowing)
+    if written is not None:
+        written.narrow(model.generation_config)
     if args.learning_rate == 0:
         args.learning_rate = args.paper_learning_rate(model.config.d_model)
     logger.info("Model: %s parameters; peak learning rate %.3g", f"{model.num_parameters():,}", args.learning_rate)

@@ -743,8 +743,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         prompt = kwargs.get("decoder_input_ids")
         prompt_length = 1 if prompt is None else prompt.shape[-1]  # the decoder's start token, or the given prefix
         beyond = getattr(config, "max_length_beyond_source", None)
-        length_given = any(kwargs.get(k) is not None for k in ("max_length", "max_new_tokens"))
-        length_set = length_given or configured_output_length(config) is not None
+        lengths = (kwargs.get("max_length"), kwargs.get("max_new_tokens"), configured_output_length(config))
+        length_set = any(length is not None for length in lengths)  # by the call, or by the config
         source_length = encoder_input_length(source, kwargs)
         if beyond is not None and source_length is not None and not length_set:
             # As max_length, which outranks the config's default max_length without transformers' warning.
