@@ -23,7 +23,7 @@ from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging as transformers_logging
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration, VanillaTransformerModel
-from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right
+from vanilla_transformer.modeling_vanilla_transformer import shift_tokens_right, target_padding_mask
 
 from .helpers import PAIRS, EndFirstSentenceAt, random_batch, run_python, tiny_config, tiny_model, word_tokenizer
 
@@ -103,6 +103,56 @@ def test_a_sentence_padded_on_either_side_is_encoded_and_translated_as_it_is_alo
         torch.testing.assert_close(encoded[:, words], alone, rtol=0, atol=1e-5)
         padded = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=6, num_beams=1)
         assert torch.equal(padded, translation)
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("labels_to_model", [True, False], ids=["model_loss", "trainer_loss"])
+def test_targets_padded_on_the_left_by_the_collator_train_as_on_the_right(attn_implementation, labels_to_model):
+    # DataCollatorForSeq2Seq pads the labels on the tokenizer's side, and makes the decoder inputs from them; a
+    # Trainer with label smoothing or a compute_loss_func keeps the labels from the model.
+    model = tiny_model().eval()
+    model.set_attn_implementation(attn_implementation)
+    tokenizer = word_tokenizer([sentence for pair in PAIRS for sentence in pair])
+    features = [tokenizer(source, text_target=target) for source, target in PAIRS[3:6]]  # targets of 5, 4, 6
+    batches = {}
+    for side in ("right", "left"):
+        tokenizer.padding_side = side
+        batch = DataCollatorForSeq2Seq(tokenizer, model=model)([dict(f) for f in features])
+        labels = batch.pop("labels") if not labels_to_model else batch["labels"]
+        with torch.no_grad():
+            batches[side] = model(**batch).logits[labels != -100], labels[labels != -100]
+    assert torch.equal(batches["left"][1], batches["right"][1])  # the same labels, in the same order
+    torch.testing.assert_close(batches["left"][0], batches["right"][0], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decoder_prompts_padded_on_the_left_generate_as_alone(use_cache):
+    model = tiny_model()
+    input_ids, _, _ = random_batch(batch=2, source_length=5)
+    prompts = [[2, 9, 10, 11], [2, 12]]
+
+    def scores(**inputs) -> torch.Tensor:  # (B, steps, V)
+        kwargs = dict(max_new_tokens=4, num_beams=1, output_scores=True, return_dict_in_generate=True)
+        return torch.stack(model.generate(**inputs, **kwargs, use_cache=use_cache).scores, 1)
+
+    alone = [scores(input_ids=input_ids[i : i + 1], decoder_input_ids=torch.tensor([p])) for i, p in enumerate(prompts)]
+    padded = scores(
+        input_ids=input_ids,
+        decoder_input_ids=torch.tensor([[2, 9, 10, 11], [0, 0, 2, 12]]),
+        decoder_attention_mask=torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]]),
+    )
+    for i in range(2):
+        torch.testing.assert_close(padded[i : i + 1], alone[i], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("start", [2, 0], ids=["start_token", "start_is_padding"])
+def test_labels_padded_on_the_left_are_shifted_behind_the_start_token_and_their_padding_masked(start):
+    pad = 0
+    labels = torch.tensor([[-100, -100, 7, 8, 3], [5, 6, 7, 3, -100], [-100, -100, -100, -100, -100]])
+    decoder_input_ids = shift_tokens_right(labels, pad, start)
+    assert decoder_input_ids.tolist() == [[pad, pad, start, 7, 8], [start, 5, 6, 7, 3], [start, pad, pad, pad, pad]]
+    mask = target_padding_mask(decoder_input_ids, pad, start)
+    assert mask.tolist() == [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [1, 1, 1, 1, 1] if start != pad else [0, 0, 0, 0, 1]]
 
 
 # Cache and generate() ----------------------------------------------------------------------------------------------

@@ -58,10 +58,16 @@ logger = logging.get_logger(__name__)
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
     """Decoder inputs are the labels moved one step right behind the start token ("output embeddings are offset
-    by one position", §3.2.3); the -100 that mark ignored labels become padding."""
-    decoder_input_ids = labels.new_full(labels.shape, decoder_start_token_id)
-    decoder_input_ids[:, 1:] = labels[:, :-1]
-    return decoder_input_ids.masked_fill(decoder_input_ids == -100, pad_token_id)
+    by one position", §3.2.3); the -100 that mark ignored labels become padding. The start token goes just before a
+    target's first label, so that a target padded on the left (by a tokenizer whose padding_side is "left") is
+    shifted as it is alone, with its padding before the start token."""
+    shifted = labels.roll(1, dims=1)  # (B, T): column t holds labels[t - 1]
+    decoder_input_ids = shifted.masked_fill(shifted == -100, pad_token_id)
+    leading = (labels == -100).long().cummin(-1).values.sum(-1, keepdim=True)  # (B, 1): each row's leading -100s
+    first = leading.masked_fill(leading == labels.shape[1], 0)  # (B, 1): the first label's column; 0 in a row of none
+    columns = torch.arange(labels.shape[1], device=labels.device)  # (T,)
+    decoder_input_ids = decoder_input_ids.masked_fill(columns < first, pad_token_id)
+    return decoder_input_ids.masked_fill(columns == first, decoder_start_token_id)  # (B, T)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -133,12 +139,15 @@ class VanillaTransformerEmbeddings(nn.Module):
     ) -> torch.Tensor:
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, L, D)
-        positions = self.embed_positions(past_length, inputs_embeds.shape[1], inputs_embeds.device)  # (L, D)
+        length = inputs_embeds.shape[1]
         if attention_mask is not None and attention_mask.dim() == 2:
             # Each token's place among its own sentence's tokens (as fairseq counts them), so that a sentence padded
-            # on the left is encoded as it is alone; on the right the places are 0, 1, ... as without the mask.
-            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)  # (B, L)
-            positions = positions[position_ids]  # (B, L, D)
+            # on the left is encoded as it is alone; on the right the places are 0, 1, ... as without the mask. The
+            # mask covers the cached tokens too (B, past_length + L).
+            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -length:]  # (B, L)
+            positions = self.embed_positions(0, attention_mask.shape[1], inputs_embeds.device)[position_ids]
+        else:
+            positions = self.embed_positions(past_length, length, inputs_embeds.device)  # (L, D)
         hidden_states = inputs_embeds * self.embed_scale + positions.to(inputs_embeds.dtype)
         return self.dropout(hidden_states)  # (B, L, D)
 
@@ -509,7 +518,9 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         cache_length = cache.get_seq_length() if cache is not None else 0
-        hidden_states = self.embeddings(input_ids, inputs_embeds, past_length=cache_length)  # (B, T, D)
+        hidden_states = self.embeddings(
+            input_ids, inputs_embeds, past_length=cache_length, attention_mask=attention_mask
+        )  # (B, T, D)
 
         # §3.2.3: position i may attend to positions <= i only ("masking out (setting to -inf) all values in the
         # input of the softmax which correspond to illegal connections"), and to no padding.
@@ -690,6 +701,13 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        # Targets padded on the left are found in teacher forcing; a compiled or recorded step (vt-train's, whose
+        # targets are padded on the right) keeps the causal kernel, which a mask would replace.
+        teacher_forcing = decoder_attention_mask is None and decoder_input_ids is not None and cache is None
+        if teacher_forcing and not recording_a_graph(decoder_input_ids):
+            decoder_attention_mask = target_padding_mask(
+                decoder_input_ids, self.config.pad_token_id, self.config.decoder_start_token_id
+            )
 
         outputs: Seq2SeqModelOutput = self.model(
             input_ids,
@@ -791,6 +809,22 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 # ---------------------------------------------------------------------------------------------------------------
 # §6.1 generate()'s output: its length and its padding
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def target_padding_mask(
+    decoder_input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int
+) -> torch.Tensor:
+    """0 for the padding before a target's start token, which `shift_tokens_right` leaves there for labels padded on
+    the left; 1 from the start token on (padding on the right stays 1: no earlier token sees it)."""
+    started = decoder_input_ids != pad_token_id  # (B, T)
+    if decoder_start_token_id == pad_token_id:  # then the start token is the last of the leading padding ids
+        started |= torch.cat([started[:, 1:], torch.ones_like(started[:, :1])], dim=1)
+    return (started.long().cumsum(-1) > 0).long()  # (B, T)
+
+
+def recording_a_graph(tensor: torch.Tensor) -> bool:
+    """Whether this forward pass is being compiled (torch.compile, torch.export) or recorded into a CUDA graph."""
+    return is_torchdynamo_compiling() or (tensor.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
 def pad_after_end(sequences: torch.Tensor, eos_token_id: int | list[int] | None, pad_token_id: int | None, start: int):

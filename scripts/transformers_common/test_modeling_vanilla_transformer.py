@@ -65,6 +65,9 @@ class VanillaTransformerModelTester:
         input_ids = ids_tensor([self.batch_size, self.seq_length], self.vocab_size).clamp(3)
         input_ids[:, -1] = config.eos_token_id
         decoder_input_ids = ids_tensor([self.batch_size, self.seq_length], self.vocab_size)
+        # Decoder inputs begin with the start token; padding before it is a target padded on the left, which the
+        # model masks without being given a mask (and whose rows then see nothing: no kernel's output to compare).
+        decoder_input_ids[:, 0] = config.decoder_start_token_id
         attention_mask = input_ids.ne(config.pad_token_id)
         inputs = {
             "input_ids": input_ids,
