@@ -118,7 +118,7 @@ def test_targets_padded_on_the_left_by_the_collator_train_as_on_the_right(attn_i
     for side in ("right", "left"):
         tokenizer.padding_side = side
         batch = DataCollatorForSeq2Seq(tokenizer, model=model)([dict(f) for f in features])
-        labels = batch.pop("labels") if not labels_to_model else batch["labels"]
+        labels = batch["labels"] if labels_to_model else batch.pop("labels")
         with torch.no_grad():
             batches[side] = model(**batch).logits[labels != -100], labels[labels != -100]
     assert torch.equal(batches["left"][1], batches["right"][1])  # the same labels, in the same order

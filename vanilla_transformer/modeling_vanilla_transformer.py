@@ -701,8 +701,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        # Targets padded on the left are found in teacher forcing; a compiled or recorded step (vt-train's, whose
-        # targets are padded on the right) keeps the causal kernel, which a mask would replace.
+        # Given no mask, teacher forcing masks the padding before each target's start token (labels padded on the
+        # left); a compiled or recorded step (vt-train's, padded on the right) keeps the causal kernel instead.
         teacher_forcing = decoder_attention_mask is None and decoder_input_ids is not None and cache is None
         if teacher_forcing and not recording_a_graph(decoder_input_ids):
             decoder_attention_mask = target_padding_mask(
