@@ -25,6 +25,7 @@ from vanilla_transformer.training.average_checkpoints import last_checkpoints
 from vanilla_transformer.training.average_checkpoints import main as average_main
 from vanilla_transformer.training.hub import hub_files
 from vanilla_transformer.training.recipe import TranslationTrainer
+from vanilla_transformer.training.train import base_model_tokenizer
 from vanilla_transformer.training.train import cli as train_cli
 from vanilla_transformer.training.train import main as train_main
 
@@ -563,6 +564,18 @@ def test_fine_tuning_reuses_the_vocabulary_and_lowers_the_loss_on_new_data(smoke
     train_main([*SMOKE, *flags, "--max_steps", "30", "--average_checkpoints", "0", "--output_dir", str(output)])
     assert (output / "tokenizer.json").read_text() == (start / "tokenizer.json").read_text()
     assert validation_loss(output, PAIRS) < validation_loss(start, PAIRS) - 0.5
+
+
+def test_a_base_folder_whose_tokenizer_pads_on_the_left_is_fine_tuned_on_batches_padded_on_the_right(
+    smoke_run, tmp_path
+):
+    start, _ = smoke_run
+    AutoTokenizer.from_pretrained(start, padding_side="left").save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["padding_side"] == "left"
+    tokenizer = base_model_tokenizer(str(tmp_path))
+    collator = DataCollatorForSeq2Seq(tokenizer, model=AutoModelForSeq2SeqLM.from_pretrained(start))
+    batch = collator([tokenizer(s, text_target=t) for s, t in PAIRS[3:6]])
+    assert (batch["labels"][:, 0] != -100).all() and (batch["attention_mask"][:, 0] == 1).all()
 
 
 def test_a_model_trained_with_the_targets_softmax_is_fine_tuned_with_it_and_keeps_the_tokens_it_writes(tmp_path):

@@ -90,7 +90,9 @@ def base_model_tokenizer(name: str):
     """The tokenizer of the model that --model_name_or_path names: a folder (checked with the arguments) or a Hub id,
     the first of whose files is fetched here."""
     try:
-        return AutoTokenizer.from_pretrained(name)
+        # The recipe's batches are padded on the right whatever side the folder's tokenizer was saved with: its fused
+        # and compiled steps give the decoder no padding mask.
+        return AutoTokenizer.from_pretrained(name, padding_side="right")
     except OSError as error:
         missing = "no such folder here, nor a model on the Hub"
         raise ValueError(f"--model_name_or_path {name}: {missing} ({first_line(error)})") from None
