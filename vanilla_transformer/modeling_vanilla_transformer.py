@@ -61,10 +61,9 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     by one position", §3.2.3); the -100 that mark ignored labels become padding. The start token goes just before a
     target's first label, so that a target padded on the left (by a tokenizer whose padding_side is "left") is
     shifted as it is alone, with its padding before the start token."""
-    shifted = labels.roll(1, dims=1)  # (B, T): column t holds labels[t - 1]
+    shifted = labels.roll(1, dims=1)  # (B, T): column t holds labels[t - 1]; column 0, the last label, is replaced
     decoder_input_ids = shifted.masked_fill(shifted == -100, pad_token_id)
-    leading = (labels == -100).long().cummin(-1).values.sum(-1, keepdim=True)  # (B, 1): each row's leading -100s
-    first = leading.masked_fill(leading == labels.shape[1], 0)  # (B, 1): the first label's column; 0 in a row of none
+    first = (labels != -100).long().argmax(-1, keepdim=True)  # (B, 1): each row's first label; 0 in a row of none
     columns = torch.arange(labels.shape[1], device=labels.device)  # (T,)
     decoder_input_ids = decoder_input_ids.masked_fill(columns < first, pad_token_id)
     return decoder_input_ids.masked_fill(columns == first, decoder_start_token_id)  # (B, T)
