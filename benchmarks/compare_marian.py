@@ -39,7 +39,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import GenerationConfig, MarianConfig, MarianMTModel, PreTrainedModel, TrainerCallback
+from transformers import (
+    GenerationConfig,
+    MarianConfig,
+    MarianMTModel,
+    PreTrainedModel,
+    Seq2SeqTrainer,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
@@ -138,7 +148,7 @@ def training_flops(shape: Shape, batch: dict[str, torch.Tensor]) -> float:
     return 6.0 * (encoder + decoder)
 
 
-def autocast(dtype: str):
+def autocast(dtype: str) -> torch.autocast:
     return torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=dtype == "bf16")
 
 
@@ -176,7 +186,7 @@ def saved_activation_bytes(model: PreTrainedModel, batch: dict, dtype: str) -> i
     return sum(storages.values())
 
 
-def training_memory_mb(model: PreTrainedModel, optimizer, batch: dict, dtype: str) -> float:
+def training_memory_mb(model: PreTrainedModel, optimizer: torch.optim.Optimizer, batch: dict, dtype: str) -> float:
     """Peak training memory. On CUDA the allocator's peak; on a CPU, which has no such counter: parameters,
     the gradients and Adam's two moments of the trained ones, and the activations saved for the backward pass."""
     if torch.cuda.is_available():
@@ -188,7 +198,9 @@ def training_memory_mb(model: PreTrainedModel, optimizer, batch: dict, dtype: st
     return (weights + 3 * trained + saved_activation_bytes(model, batch, dtype)) / 2**20
 
 
-def generate_step(model: PreTrainedModel, batch: dict, num_beams: int, new_tokens: int, use_cache: bool = True):
+def generate_step(
+    model: PreTrainedModel, batch: dict, num_beams: int, new_tokens: int, use_cache: bool = True
+) -> Callable[[], torch.Tensor]:
     """A call of generate() that makes exactly `new_tokens` tokens per row, for timing."""
 
     def run() -> torch.Tensor:
@@ -207,7 +219,13 @@ def generate_step(model: PreTrainedModel, batch: dict, num_beams: int, new_token
 
 
 def measure_once(
-    model, optimizer, batches: dict, dtype: str, new_tokens: int, train_steps: int, shape: Shape
+    model: PreTrainedModel,
+    optimizer: torch.optim.Optimizer,
+    batches: dict,
+    dtype: str,
+    new_tokens: int,
+    train_steps: int,
+    shape: Shape,
 ) -> dict[str, float]:
     """One round for one model: {metric: tokens per second} (and model FLOPs utilisation on a GPU)."""
     figures = {}
@@ -242,7 +260,7 @@ SPEEDS = ("train tokens/s", "greedy b1 tokens/s", "greedy b16 tokens/s", "beam 4
 
 def compare(
     shape: Shape, dtype: str, rounds: int, train_batch: tuple[int, int], train_steps: int, new_tokens: int, attn: str
-):
+) -> dict:
     """Medians per model and median ratios over `rounds` alternating rounds."""
     models = build_models(shape, attn_implementation=attn)
     optimizers = {
@@ -296,14 +314,14 @@ def print_table(title: str, table: dict) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def count_tokens(trainer) -> list[tuple[torch.Tensor, int]]:
+def count_tokens(trainer: Seq2SeqTrainer) -> list[tuple[torch.Tensor, int]]:
     """Records (real tokens, padded tokens) of every batch the trainer trains on, where the batch arrives: the
     collator may run in worker processes. The real counts stay tensors (on the device), read after training, so
     that counting makes the host wait for nothing."""
     counts: list[tuple[torch.Tensor, int]] = []
     training_step = trainer.training_step
 
-    def counting_training_step(model, inputs, *args, **kwargs):
+    def counting_training_step(model: PreTrainedModel, inputs: dict, *args, **kwargs) -> torch.Tensor:
         real = inputs["attention_mask"].sum() + (inputs["labels"] != -100).sum()
         counts.append((real, inputs["input_ids"].numel() + inputs["labels"].numel()))
         return training_step(model, inputs, *args, **kwargs)
@@ -327,11 +345,11 @@ class StepClock(TrainerCallback):
         self.skip, self.profile_steps = skip, profile_steps
         self.profiler: torch.profiler.profile | None = None
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         synchronize()
         self.ends[-1] = time.perf_counter()
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         if state.global_step == self.skip:
             synchronize()
         self.ends.append(time.perf_counter())
@@ -345,7 +363,7 @@ class StepClock(TrainerCallback):
             self.profiler.__exit__(None, None, None)
 
 
-def time_training_path(trainer, skip: int, profile_steps: int = 0) -> dict:
+def time_training_path(trainer: Seq2SeqTrainer, skip: int, profile_steps: int = 0) -> dict:
     """Train; real tokens per second over the steps after the first `skip` (warm-up, compilation), and the padding
     share of all the batches trained on."""
     clock = StepClock(skip, profile_steps)
@@ -430,7 +448,7 @@ def real_data_paths(
         our_batches = TokenBudgetBatchSampler(*lengths, max_tokens)
         pairs = round(len(tokenized) / len(our_batches))  # Marian's batches: the same mean size
 
-        def make_trainer(name: str, compile_: bool):
+        def make_trainer(name: str, compile_: bool) -> Seq2SeqTrainer:
             model = build_models(shape, dropout=0.3)[name]
             collator = DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=8 if compile_ else None)
             if name == "ours":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from vanilla_transformer.export_onnx import export_bytes
 from vanilla_transformer.onnx_model import VanillaTransformerOnnxModel
@@ -26,7 +26,9 @@ from vanilla_transformer.tools.export import export_onnx
 from vanilla_transformer.training.text_files import read_lines
 
 
-def translate(model, tokenizer, sources: list[str], batch_size: int) -> tuple[list[list[int]], float]:
+def translate(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, sources: list[str], batch_size: int
+) -> tuple[list[list[int]], float]:
     """Token ids of each sentence (padding dropped) and the seconds it took, batches of `batch_size`."""
     started, outputs = time.perf_counter(), []
     for start in range(0, len(sources), batch_size):

@@ -36,7 +36,7 @@ from itertools import cycle, islice
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -77,7 +77,9 @@ def engine(model: str, *flags: str) -> Translator:
     return ENGINES[args.engine](args)
 
 
-def same_length_generate(model, tokenizer, lengths: list[int], num_beams: int, batch_size: int) -> Translator:
+def same_length_generate(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, lengths: list[int], num_beams: int, batch_size: int
+) -> Translator:
     """generate() over vt-translate's batches, forced to produce lengths[k] tokens for the k-th batch (end-of-sentence
     suppressed); round after round."""
     remaining = cycle(lengths)
@@ -147,7 +149,7 @@ ROW_GROUPS = [
 ]
 
 
-def in_own_process(function: Callable, *args):
+def in_own_process(function: Callable, *args: object) -> object:
     """function(*args), run in a fresh Python process (spawned, so that it inherits no thread pools)."""
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as process:
         return process.submit(function, *args).result()

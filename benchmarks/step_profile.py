@@ -19,7 +19,7 @@ import time
 
 import torch
 from training_speed import trainer_without_evaluation
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 # Each part of a step ends at one of the Trainer's callbacks; the first begins where the step before ended. The
 # second also holds the gradient's norm, which the Trainer computes after the backward pass for its log.
@@ -45,19 +45,23 @@ class StepParts(TrainerCallback):
         self.seconds[PARTS[callback]].append(now - self.last)
         self.last = now
 
-    def on_step_begin(self, args, state, control, **kwargs):
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         if state.global_step == self.profile_from:
             self.profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True)
             self.profiler.start()
         self.mark("on_step_begin")
 
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+    def on_pre_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs
+    ) -> None:
         self.mark("on_pre_optimizer_step")
 
-    def on_optimizer_step(self, args, state, control, **kwargs):
+    def on_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs
+    ) -> None:
         self.mark("on_optimizer_step")
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         self.mark("on_step_end")
         if self.profiler is not None and state.global_step == state.max_steps:
             self.profiler.stop()

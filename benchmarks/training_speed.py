@@ -17,7 +17,7 @@ import logging
 import sys
 import time
 
-from transformers import TrainerCallback, set_seed
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments, set_seed
 
 from vanilla_transformer.training.arguments import TranslationTrainingArguments, parse_arguments
 from vanilla_transformer.training.recipe import TranslationTrainer
@@ -30,7 +30,7 @@ class StepClock(TrainerCallback):
     def __init__(self):
         self.times: dict[int, float] = {}
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         self.times[state.global_step] = time.perf_counter()
 
 

@@ -1,5 +1,5 @@
 """The layout holds: the modeling file is the paper and the transformers contract, imports run one way (model <-
-recipe <- tools), and a wheel installs one import package."""
+recipe <- tools), public functions carry type hints, and a wheel installs one import package."""
 
 import ast
 import inspect
@@ -64,6 +64,22 @@ def test_imports_run_one_way_and_the_tools_use_only_the_recipes_public_names():
     for path in (ROOT / "tools").glob("*.py"):
         reached = {name for name in imported_modules(path) if "training" in name}
         assert reached <= {"vanilla_transformer.training"}, f"{path.name} imports {reached}"
+
+
+def test_every_public_function_annotates_its_parameters_and_its_return():
+    """The style guide's rule for readers and type checkers, over the package, its recipe, its tools and the
+    benchmarks: nested functions too, `self` and `cls` aside, names with a leading underscore left out."""
+    unannotated = []
+    for folder in ("vanilla_transformer", "training", "tools", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name.startswith("_"):
+                    continue
+                parameters = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                bare = [p.arg for p in parameters if p.annotation is None and p.arg not in ("self", "cls")]
+                if bare or node.returns is None:
+                    unannotated.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} {bare or 'return'}")
+    assert not unannotated, "\n".join(unannotated)
 
 
 def test_a_wheel_installs_one_import_package(tmp_path):

@@ -35,7 +35,7 @@ def curve(history: list[dict], key: str) -> tuple[list[float], list[float]]:
     return [entry["elapsed_s"] / 60 for entry in entries], [entry[key] for entry in entries]
 
 
-def plot_curves(run_dirs: list[str | Path], output: str | Path):
+def plot_curves(run_dirs: list[str | Path], output: str | Path) -> Path:
     """Two panels, one line per run: training loss (label-smoothed) and validation BLEU, against minutes."""
     plt = pyplot()
     figure, (loss_axis, bleu_axis) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)

@@ -14,6 +14,7 @@ import argparse
 import errno
 import io
 import socket
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -32,6 +33,9 @@ from vanilla_transformer.visualization import (
 )
 
 from .translate import load_model_folder, resolve_device
+
+if TYPE_CHECKING:  # matplotlib is the viz extra's
+    from matplotlib.figure import Figure
 
 try:
     import gradio as gr
@@ -67,7 +71,7 @@ def n_best(
     return [(text.strip(), round(score, 4)) for text, score in zip(texts, scores, strict=True)]
 
 
-def as_image(figure) -> Image.Image:
+def as_image(figure: Figure) -> Image.Image:
     """A matplotlib figure as a PNG image (the figure is closed: the page draws many)."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110)
@@ -91,7 +95,9 @@ def build_demo(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> gr
     layers = [str(n) for n in range(1, max(config.encoder_layers, config.decoder_layers) + 1)]
     heads = [AVERAGE, *(str(n) for n in range(1, config.encoder_attention_heads + 1))]
 
-    def translate(source: str, num_beams: float, length_penalty: float, kind: str, layer: str, head: str):
+    def translate(
+        source: str, num_beams: float, length_penalty: float, kind: str, layer: str, head: str
+    ) -> tuple[str, list[list], AttentionMaps, Image.Image | None]:
         if not source.strip():
             raise gr.Error("Type a sentence to translate.")
         candidates = n_best(model, tokenizer, source, int(num_beams), length_penalty)

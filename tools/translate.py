@@ -188,7 +188,7 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def first_set(*values):
+def first_set(*values: object) -> object:
     """The first value that is not None (an explicit 0 or 0.0 counts as set)."""
     return next(value for value in values if value is not None)
 

@@ -8,8 +8,11 @@ vt-visualize pe-distance --output pe_distance.png
 vt-visualize parameters                   # the markdown parameter table of the README
 """
 
+from __future__ import annotations
+
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -28,8 +31,11 @@ from vanilla_transformer.visualization import (
 
 from .translate import load_model_folder, positive_int
 
+if TYPE_CHECKING:  # matplotlib is the viz extra's
+    from matplotlib.figure import Figure
 
-def attention_figure(args: argparse.Namespace):
+
+def attention_figure(args: argparse.Namespace) -> Figure:
     model, tokenizer = load_model_folder(args.model, torch.device("cpu"))
     target = text_preparation(tokenizer, "target")(args.target) if args.target else None  # as the model writes
     maps = attention_maps(model, tokenizer, args.source, target)

@@ -579,7 +579,9 @@ def parse_settings(parser: HfArgumentParser, settings: dict, config: str | None,
         raise SystemExit(f"error: {origin}{error}") from None
 
 
-def parse_arguments(argv: list[str] | None = None):
+def parse_arguments(
+    argv: list[str] | None = None,
+) -> tuple[ModelArguments, DataArguments, VocabularyArguments, TranslationTrainingArguments]:
     """(model, data, vocabulary, training) arguments from `--config FILE` and/or flags; flags win. Every value is
     checked here, before any data is read: a bad one ends the run with one line naming it (and the config file)."""
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from datasets import Dataset, DatasetDict, Features, Value, load_dataset
 from datasets.exceptions import DatasetGenerationError
+from transformers import PreTrainedTokenizerBase
 
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, lowercase_tokenizer
 
@@ -465,7 +466,7 @@ def column_values(dataset: Dataset, name: str) -> list:
     return dataset[name][:]
 
 
-def tokenize_corpus(corpus: DatasetDict, tokenizer, args: DataArguments) -> DatasetDict:
+def tokenize_corpus(corpus: DatasetDict, tokenizer: PreTrainedTokenizerBase, args: DataArguments) -> DatasetDict:
     """input_ids / attention_mask / labels for every split; training pairs over the length limits are dropped
     (evaluation sets are kept whole, so that scores are on the full test set). The training split keeps its text
     too, for BPE-dropout to segment anew (training.subword_regularization)."""

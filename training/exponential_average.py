@@ -13,14 +13,15 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_model, save_model
+from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .checkpoints import EXPONENTIAL_AVERAGE
 
 
-def checkpoint_folder(args, state) -> Path:
+def checkpoint_folder(args: TrainingArguments, state: TrainerState) -> Path:
     """The folder the Trainer writes (or wrote) the checkpoint of this step to."""
     return Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
 
@@ -34,7 +35,14 @@ class ExponentialAverage(TrainerCallback):
         self.average: AveragedModel | None = None
         self.weight_lists: tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]] = ([], [])
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        **kwargs,
+    ) -> None:
         # use_buffers=False: the model has no buffers that train (the sinusoids are fixed).
         self.average = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(self.decay), use_buffers=False)
         if state.global_step > 0:  # resumed: go on from the checkpoint's average, not from the resumed weights
@@ -49,7 +57,14 @@ class ExponentialAverage(TrainerCallback):
         # model's step on a GPU waits for.
         self.weight_lists = (list(self.average.module.parameters()), list(model.parameters()))
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        **kwargs,
+    ) -> None:
         if self.average.n_averaged == 0:
             self.average.update_parameters(model)  # the first update copies the weights
         else:  # torch's EMA update (a foreach lerp) on the lists gathered once

@@ -5,7 +5,7 @@ activations), switched in place: the config and the saved model keep their rates
 off in every config) is left as it is."""
 
 from torch import nn
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 
 class LateDropout(TrainerCallback):
@@ -18,17 +18,24 @@ class LateDropout(TrainerCallback):
         self.steps = steps
         self.rates: dict[nn.Dropout, float] = {}
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        **kwargs,
+    ) -> None:
         self.rates = {module: module.p for module in model.modules() if isinstance(module, nn.Dropout)}
         if state.global_step < self.steps:
             for module in self.rates:
                 module.p = 0.0
 
-    def on_step_begin(self, args, state, control, **kwargs):
+    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         if state.global_step == self.steps:
             self.restore_rates()
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         self.restore_rates()  # a run that stopped before `steps` leaves its model with the rates of its config
 
     def restore_rates(self) -> None:

@@ -12,7 +12,7 @@ from types import MethodType
 
 import torch
 from torch import nn
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 
 def skippable_forward(rate: float) -> Callable[..., torch.Tensor]:
@@ -36,12 +36,19 @@ class LayerDrop(TrainerCallback):
         self.rate = rate
         self.layers: list[nn.Module] = []
 
-    def on_train_begin(self, args, state, control, model=None, **kwargs):
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: nn.Module | None = None,
+        **kwargs,
+    ) -> None:
         self.layers = [*model.get_encoder().layers, *model.get_decoder().layers]
         for layer in self.layers:
             layer.forward = MethodType(skippable_forward(self.rate), layer)
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         for layer in self.layers:
             del layer.forward  # the class's forward again
         self.layers = []

@@ -134,7 +134,13 @@ class FusedOutputCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)  # bf16 logits cost validation BLEU
-    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, epsilon: float):
+    def forward(
+        ctx: torch.autograd.function.FunctionCtx,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        labels: torch.Tensor,
+        epsilon: float,
+    ) -> torch.Tensor:
         vocabulary = weight.shape[0]  # hidden (N, D), weight (V, D)
         grad_hidden = torch.empty_like(hidden)
         grad_weight = torch.zeros_like(weight)
@@ -156,7 +162,9 @@ class FusedOutputCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cpu")
-    def backward(ctx, grad_total: torch.Tensor):
+    def backward(
+        ctx: torch.autograd.function.FunctionCtx, grad_total: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, None, None]:
         grad_hidden, grad_weight = ctx.saved_tensors
         return grad_hidden * grad_total, grad_weight * grad_total, None, None
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import sacrebleu
+from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from vanilla_transformer.pipeline_vanilla_transformer import lowercase_tokenizer, primary_language
 
@@ -67,16 +68,18 @@ def check_scoring(target_lang: str, nothing_done: str = "nothing was trained") -
         raise ValueError(f"scoring translations into {target_lang!r}: {error}; {nothing_done}.") from None
 
 
-def decode(tokenizer, token_ids: np.ndarray) -> list[str]:
+def decode(tokenizer: PreTrainedTokenizerBase, token_ids: np.ndarray) -> list[str]:
     """Generated ids or labels to text; -100 (label padding, or padding across processes) becomes <pad>."""
     token_ids = np.where(token_ids == -100, tokenizer.pad_token_id, token_ids)
     return [text.strip() for text in tokenizer.batch_decode(token_ids, skip_special_tokens=True)]
 
 
-def make_compute_metrics(tokenizer, target_lang: str) -> Callable:
+def make_compute_metrics(
+    tokenizer: PreTrainedTokenizerBase, target_lang: str
+) -> Callable[[EvalPrediction], dict[str, float]]:
     """The Trainer's `compute_metrics` for `predict_with_generate`: numeric scores only (the Trainer logs them)."""
 
-    def compute_metrics(eval_prediction) -> dict[str, float]:
+    def compute_metrics(eval_prediction: EvalPrediction) -> dict[str, float]:
         hypotheses = decode(tokenizer, eval_prediction.predictions)
         references = decode(tokenizer, eval_prediction.label_ids)
         scores = translation_scores(hypotheses, references, target_lang)

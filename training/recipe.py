@@ -12,8 +12,18 @@ import logging
 import time
 
 import torch
+from torch import nn
 from torch.utils.data import DataLoader
-from transformers import SchedulerType, Seq2SeqTrainer, TrainerCallback
+from transformers import (
+    PreTrainedModel,
+    SchedulerType,
+    Seq2SeqTrainer,
+    TrainerCallback,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
+from transformers.trainer_utils import EvalLoopOutput
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
@@ -62,7 +72,7 @@ def flag_or_default(flag: bool | None, clash: str | None) -> bool:
     return clash is None if flag is None else flag
 
 
-def with_decoder_inputs(model, inputs: dict) -> dict:
+def with_decoder_inputs(model: PreTrainedModel, inputs: dict) -> dict:
     """A copy of the batch with the decoder's inputs, made from the labels where the collator left them out (as the
     model's forward does)."""
     inputs = dict(inputs)
@@ -77,7 +87,7 @@ class StartClock(TrainerCallback):
     def __init__(self, trainer: "TranslationTrainer"):
         self.trainer = trainer
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         before = [entry["elapsed_s"] for entry in state.log_history if "elapsed_s" in entry]
         self.trainer.clock = (time.time(), before[-1] if before else 0.0)
 
@@ -86,7 +96,7 @@ class WarnOfAnUnfinishedWarmup(TrainerCallback):
     """Warns before the first step when the run ends inside its warmup, so that its rate never reaches its peak: the
     paper's 4,000 warmup steps over the Trainer's default 3 epochs of a small corpus are such a run."""
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         warmup = args.get_warmup_steps(state.max_steps)
         # A constant rate has no warmup to finish, but a schedule-free optimizer warms up under it.
         no_warmup = args.schedule_name == SchedulerType.CONSTANT.value and not is_schedule_free(args.optim)
@@ -113,7 +123,7 @@ class StopAtTimeLimit(TrainerCallback):
     def __init__(self, trainer: "TranslationTrainer"):
         self.trainer = trainer
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
         if not args.max_train_minutes or state.global_step % max(1, state.logging_steps):
             return
         expired = torch.tensor(float(self.trainer.elapsed_s() >= 60 * args.max_train_minutes))
@@ -197,7 +207,13 @@ class TranslationTrainer(Seq2SeqTrainer):
             clash = "--cuda_graphs records this recipe's losses, not another compute_loss_func: leave it out."
         return flag_or_default(self.args.cuda_graphs, clash)
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+    def compute_loss(
+        self,
+        model: nn.Module,
+        inputs: dict,
+        return_outputs: bool = False,
+        num_items_in_batch: int | torch.Tensor | None = None,
+    ) -> torch.Tensor | tuple[torch.Tensor, object]:
         if model.training and not return_outputs:
             if self.graphed_steps:
                 total = self.graphed_steps.summed_loss(model, with_decoder_inputs(model, inputs))
@@ -207,7 +223,9 @@ class TranslationTrainer(Seq2SeqTrainer):
                 return self.fused_output_loss(model, inputs, num_items_in_batch)
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
-    def fused_output_loss(self, model, inputs: dict, num_items_in_batch: int | torch.Tensor | None) -> torch.Tensor:
+    def fused_output_loss(
+        self, model: PreTrainedModel, inputs: dict, num_items_in_batch: int | torch.Tensor | None
+    ) -> torch.Tensor:
         """§5.4's loss per label, with the output layer computed inside the fused loss (`--fused_output_loss`)."""
         inputs = with_decoder_inputs(model, inputs)
         labels = inputs.pop("labels")
@@ -288,13 +306,20 @@ class TranslationTrainer(Seq2SeqTrainer):
         # Under several processes accelerate shards the batches: rank r gets batches r, r + n, r + 2n, ...
         return self.accelerator.prepare(loader)
 
-    def evaluation_loop(self, *args, **kwargs):
+    def evaluation_loop(self, *args, **kwargs) -> EvalLoopOutput:
         # Seq2SeqTrainer gathers generated tokens with a plain `gather`, which repeats samples to even out the
         # processes' shares; `gather_for_metrics` drops those repeats, so BLEU is on exactly the evaluation set.
         self.gather_function = self.accelerator.gather_for_metrics
         return super().evaluation_loop(*args, **kwargs)
 
-    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
+    def prediction_step(
+        self,
+        model: nn.Module,
+        inputs: dict,
+        prediction_loss_only: bool,
+        ignore_keys: list[str] | None = None,
+        **gen_kwargs,
+    ) -> tuple[float | None, torch.Tensor | None, torch.Tensor | None]:
         # Seq2SeqTrainer writes GenerationConfig's defaults (max_length=20, ...) into the model's own generation
         # config after every batch; every checkpoint and the final folder would then save them as the model's choice.
         generation_config = copy.deepcopy(self.model.generation_config)

@@ -5,7 +5,8 @@ optimizer swaps x and y into the parameters in place (`optimizer.eval()`, `optim
 train mode at every step and in eval mode to evaluate, and this callback does it for each checkpoint and for the model
 that training leaves, so that both hold x."""
 
-from transformers import TrainerCallback
+import torch
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.training_args import OptimizerNames
 
 # transformers' names, a str enum: equal to the plain strings of a YAML config or the command line.
@@ -25,9 +26,23 @@ class ScheduleFreeAverage(TrainerCallback):
     """Puts the parameters at the optimizer's average x before a checkpoint is written and when training ends; the
     Trainer's next training step puts them back at y."""
 
-    def on_step_end(self, args, state, control, optimizer=None, **kwargs):
+    def on_step_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        optimizer: torch.optim.Optimizer | None = None,
+        **kwargs,
+    ) -> None:
         if control.should_save:  # set by now: the Trainer saves after its callbacks' on_step_end
             optimizer.eval()
 
-    def on_train_end(self, args, state, control, optimizer=None, **kwargs):
+    def on_train_end(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        optimizer: torch.optim.Optimizer | None = None,
+        **kwargs,
+    ) -> None:
         optimizer.eval()

@@ -71,7 +71,7 @@ class _TranslationSpmConverter(SpmConverter):
 
     SpmExtractor = _BpeMergesExtractor
 
-    def post_processor(self):
+    def post_processor(self) -> processors.TemplateProcessing:
         return processors.TemplateProcessing(
             single=["$A", EOS], pair=["$A", EOS, "$B", EOS], special_tokens=[(EOS, SPECIAL_IDS[EOS])]
         )

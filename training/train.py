@@ -15,12 +15,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+from datasets import Dataset, DatasetDict
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     DataCollatorForSeq2Seq,
     GenerationConfig,
     PreTrainedModel,
+    PreTrainedTokenizerBase,
     set_seed,
 )
 
@@ -86,7 +88,7 @@ SHAPING_SETTINGS = (
 )
 
 
-def base_model_tokenizer(name: str):
+def base_model_tokenizer(name: str) -> PreTrainedTokenizerBase:
     """The tokenizer of the model that --model_name_or_path names: a folder (checked with the arguments) or a Hub id,
     the first of whose files is fetched here."""
     try:
@@ -99,8 +101,8 @@ def base_model_tokenizer(name: str):
 
 
 def load_or_train_tokenizer(
-    model_args: ModelArguments, vocab_args: VocabularyArguments, corpus, output_dir: Path, resuming: bool
-):
+    model_args: ModelArguments, vocab_args: VocabularyArguments, corpus: DatasetDict, output_dir: Path, resuming: bool
+) -> PreTrainedTokenizerBase:
     """The fine-tuned model's vocabulary; else the one already in `output_dir` when it was trained with the same
     settings on the same pairs (a resumed run, or another process of this one); else a new one."""
     if model_args.model_name_or_path:  # fine-tuning keeps the model's vocabulary
@@ -155,7 +157,7 @@ def check_run_settings(output_dir: Path, settings: dict, resuming: bool) -> None
         )
 
 
-def pairs_digest(pairs) -> str:
+def pairs_digest(pairs: Dataset) -> str:
     """sha256 of a dataset's source and target texts, in order."""
     digest = hashlib.sha256()
     for batch in pairs.select_columns(["source", "target"]).iter(batch_size=10_000):
@@ -164,7 +166,7 @@ def pairs_digest(pairs) -> str:
     return digest.hexdigest()
 
 
-def build_model(model_args: ModelArguments, tokenizer) -> PreTrainedModel:
+def build_model(model_args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
     if model_args.model_name_or_path:  # a trained model keeps its architecture; only dropout can change
         dropouts = {k: v for k, v in model_args.config_overrides().items() if k in DROPOUTS}
         model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path, **dropouts)
@@ -176,13 +178,15 @@ def build_model(model_args: ModelArguments, tokenizer) -> PreTrainedModel:
     return VanillaTransformerForConditionalGeneration(config)
 
 
-def batch_collator(tokenizer, model: PreTrainedModel, args: TranslationTrainingArguments) -> DataCollatorForSeq2Seq:
+def batch_collator(
+    tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel, args: TranslationTrainingArguments
+) -> DataCollatorForSeq2Seq:
     """Pads each batch to its longest sentence and adds the decoder inputs. Under torch.compile, lengths go up to a
     multiple of 8: the compiled step then meets a few shapes instead of one per length."""
     return DataCollatorForSeq2Seq(tokenizer, model=model, pad_to_multiple_of=8 if args.torch_compile else None)
 
 
-def typical_batch(dataset, collator: DataCollatorForSeq2Seq, max_tokens: int) -> dict:
+def typical_batch(dataset: Dataset, collator: DataCollatorForSeq2Seq, max_tokens: int) -> dict:
     """The middle one of the run's token-budget batches (they are cut from pairs sorted by length), collated: what
     a probe of the step's speed should time."""
     sources, targets = column_values(dataset, "input_ids"), column_values(dataset, "labels")
@@ -191,7 +195,7 @@ def typical_batch(dataset, collator: DataCollatorForSeq2Seq, max_tokens: int) ->
     return collator(list(pairs))
 
 
-def paper_generation_config(args: TranslationTrainingArguments, tokenizer) -> GenerationConfig:
+def paper_generation_config(args: TranslationTrainingArguments, tokenizer: PreTrainedTokenizerBase) -> GenerationConfig:
     """§6.1: beam search with beam size 4 and length penalty 0.6, output up to source length + 50."""
     return GenerationConfig(
         num_beams=args.num_beams,
@@ -202,13 +206,15 @@ def paper_generation_config(args: TranslationTrainingArguments, tokenizer) -> Ge
     )
 
 
-def source_order(split) -> list[int]:
+def source_order(split: Dataset) -> list[int]:
     """The rows of a tokenized split, shortest source first: evaluated so, a batch holds sentences of like length and
     finishes sooner (the scores do not depend on the order)."""
     return shortest_first([len(ids) for ids in column_values(split, "input_ids")])
 
 
-def evaluate_translations(trainer: TranslationTrainer, corpus, tokenized, splits: list[str], target_lang: str) -> dict:
+def evaluate_translations(
+    trainer: TranslationTrainer, corpus: DatasetDict, tokenized: DatasetDict, splits: list[str], target_lang: str
+) -> dict:
     """Beam-search translations of each split, scored against the untouched reference text."""
     results = {}
     for split in splits:
@@ -277,7 +283,13 @@ def trained_model_label(trainer: TranslationTrainer) -> str:
     return f"best ({Path(best).name})" if trainer.args.load_best_model_at_end and best else "last"
 
 
-def evaluate_last_and_averaged(trainer: TranslationTrainer, args, corpus, tokenized, target_lang: str) -> dict:
+def evaluate_last_and_averaged(
+    trainer: TranslationTrainer,
+    args: TranslationTrainingArguments,
+    corpus: DatasetDict,
+    tokenized: DatasetDict,
+    target_lang: str,
+) -> dict:
     """{"last" (or "best (checkpoint-N)"): scores per split}, with --average_checkpoints N the averaged model's scores
     (§6.1), and with --ema_decay the exponential average's; the last of them then stays loaded in the trainer: the
     last entry is the model that ships."""
@@ -301,7 +313,9 @@ def evaluate_last_and_averaged(trainer: TranslationTrainer, args, corpus, tokeni
     return results
 
 
-def run_summary(trainer: TranslationTrainer, runtime_s: float, tokenized, results, started: float) -> dict:
+def run_summary(
+    trainer: TranslationTrainer, runtime_s: float, tokenized: DatasetDict, results: dict, started: float
+) -> dict:
     """Steps, time, training throughput (real source + target tokens, no padding) and the loss curve. A resumed run
     counts the training time of the processes before it (from the clock its checkpoint logged)."""
     train = tokenized["train"]
@@ -370,7 +384,9 @@ def card_settings(arguments: tuple, config: dict) -> dict[str, object]:
     return {name: value for name, value in settings.items() if value is not None}
 
 
-def write_model_folder(trainer: TranslationTrainer, arguments: tuple, corpus, results: dict, summary: dict) -> None:
+def write_model_folder(
+    trainer: TranslationTrainer, arguments: tuple, corpus: DatasetDict, results: dict, summary: dict
+) -> None:
     """The Hub-ready folder: model, tokenizer, code, generation config, the filled-in card and results.json."""
     model_args, data_args, vocab_args, args = arguments
     output_dir = Path(args.output_dir)

@@ -19,6 +19,7 @@ projection. Two things are written explicitly:
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedTokenizerBase
@@ -26,7 +27,18 @@ from transformers import PreTrainedTokenizerBase
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .export_base import COPIED_FILES, DEFAULT_MAX_POSITIONS, QUANTIZATIONS, ExportError, load_checked
 from .extras import MissingExtra
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, sinusoidal_positional_encoding
+from .modeling_vanilla_transformer import (
+    VanillaTransformerAttention,
+    VanillaTransformerDecoderLayer,
+    VanillaTransformerEncoderLayer,
+    VanillaTransformerForConditionalGeneration,
+    sinusoidal_positional_encoding,
+)
+
+if TYPE_CHECKING:  # CTranslate2 is the serve extra's
+    from ctranslate2.specs.attention_spec import MultiHeadAttentionSpec
+    from ctranslate2.specs.common_spec import LayerNormSpec, LinearSpec
+    from ctranslate2.specs.transformer_spec import FeedForwardSpec
 
 try:
     from ctranslate2.converters import Converter
@@ -140,17 +152,19 @@ def check_exported_vocabulary(folder: str | Path, tokenizer: PreTrainedTokenizer
         )
 
 
-def set_layer_norm(spec, layer_norm: torch.nn.LayerNorm) -> None:
+def set_layer_norm(spec: "LayerNormSpec", layer_norm: torch.nn.LayerNorm) -> None:
     spec.gamma, spec.beta = layer_norm.weight, layer_norm.bias
 
 
-def set_linear(spec, linears: list[torch.nn.Linear]) -> None:
+def set_linear(spec: "LinearSpec", linears: list[torch.nn.Linear]) -> None:
     """One CTranslate2 linear layer from one or more of ours, stacked along the output dimension."""
     spec.weight = torch.cat([linear.weight for linear in linears])
     spec.bias = torch.cat([linear.bias for linear in linears])
 
 
-def set_attention(spec, attention, layer_norm: torch.nn.LayerNorm, fused: bool) -> None:
+def set_attention(
+    spec: "MultiHeadAttentionSpec", attention: VanillaTransformerAttention, layer_norm: torch.nn.LayerNorm, fused: bool
+) -> None:
     """Self-attention: one Q|K|V product; encoder-decoder attention: Q, then K|V of the encoder output."""
     projections = [attention.q_proj, attention.k_proj, attention.v_proj]
     if fused:
@@ -162,7 +176,7 @@ def set_attention(spec, attention, layer_norm: torch.nn.LayerNorm, fused: bool) 
     set_layer_norm(spec.layer_norm, layer_norm)
 
 
-def set_ffn(spec, layer) -> None:
+def set_ffn(spec: "FeedForwardSpec", layer: VanillaTransformerEncoderLayer | VanillaTransformerDecoderLayer) -> None:
     set_linear(spec.linear_0, [layer.ffn.fc1])
     set_linear(spec.linear_1, [layer.ffn.fc2])
     set_layer_norm(spec.layer_norm, layer.ffn_sublayer.layer_norm)

@@ -30,6 +30,7 @@ import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from packaging.version import Version
@@ -40,6 +41,9 @@ from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .export_base import COPIED_FILES, ExportError, load_checked
 from .extras import MissingExtra
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+
+if TYPE_CHECKING:  # onnx is the onnx extra's
+    from onnx import ModelProto
 
 ENCODER, DECODER = "encoder.onnx", "decoder.onnx"
 ONNX_FILES = (ENCODER, DECODER)  # what every ONNX export holds: how an earlier one is told from other folders
@@ -179,7 +183,7 @@ def quantize_int8(path: Path) -> None:
     quantized.replace(path)
 
 
-def without_trace_records(model) -> None:
+def without_trace_records(model: "ModelProto") -> None:
     """Drop the records torch.onnx keeps on each node (the Python stack that made it, with this machine's paths):
     a third of an int8 graph's bytes, read by no runtime."""
     for node in model.graph.node:

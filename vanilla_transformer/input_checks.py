@@ -10,7 +10,7 @@ import json
 import math
 
 import torch
-from transformers import GenerationConfig
+from transformers import GenerationConfig, PretrainedConfig, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache
 from transformers.utils import is_torchdynamo_compiling
 
@@ -173,19 +173,19 @@ def check_generation_file(path: str, vocab_size: int) -> None:
     check_generation_settings(settings, vocab_size, path)
 
 
-def vocabulary_record(tokenizer) -> dict[str, int | str]:
+def vocabulary_record(tokenizer: PreTrainedTokenizerBase) -> dict[str, int | str]:
     """What a model's embeddings were trained on: its tokenizer's token count and the sha256 of its tokens in id
     order. Training writes it into config.json as `trained_vocabulary`."""
     return {"tokens": len(tokenizer), "sha256": tokens_sha256(tokenizer, len(tokenizer))}
 
 
-def tokens_sha256(tokenizer, count: int) -> str:
+def tokens_sha256(tokenizer: PreTrainedTokenizerBase, count: int) -> str:
     """sha256 of the tokens with ids 0 to count - 1, in id order (tokens added later, with higher ids, left out)."""
     tokens = sorted((index, token) for token, index in tokenizer.get_vocab().items() if index < count)
     return hashlib.sha256(json.dumps(tokens, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def check_tokenizer(config, tokenizer, where: str) -> None:
+def check_tokenizer(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase, where: str) -> None:
     """The tokenizer is the model's: no more tokens than its embeddings have rows, the same padding and end ids, and
     (where training recorded it) the same tokens under the same ids. Another vocabulary, even of the same size,
     translates into garbage without an error."""

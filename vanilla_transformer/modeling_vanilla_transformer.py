@@ -24,6 +24,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationConfig, GenerationMixin
+from transformers.generation.utils import GenerateOutput
 from transformers.loss.loss_utils import fixed_cross_entropy
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput
@@ -744,7 +745,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     # §6.1: generation ------------------------------------------------------------------------------------------
 
-    def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
+    def generate(
+        self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs
+    ) -> GenerateOutput | torch.LongTensor:
         """`GenerationMixin.generate`, plus the paper's output limit (§6.1: "maximum output length to input length
         + 50"): when the generation config has `max_length_beyond_source` and neither the call nor the config sets a
         length (`configured_output_length`), at most (source length + that many) tokens are generated, the source given
@@ -783,7 +786,15 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         cache.self_attention_cache.reorder_cache(beam_idx)
         return cache
 
-    def adjust_generation_fn(self, generation_config, from_auto_class, from_pipeline, name_or_path, *args, **kwargs):
+    def adjust_generation_fn(
+        self,
+        generation_config: GenerationConfig | None,
+        from_auto_class: bool,
+        from_pipeline: str | None,
+        name_or_path: str | os.PathLike | None,
+        *args,
+        **kwargs,
+    ) -> None:
         """After `from_pretrained` read the folder's generation config (transformers 5.x calls this; 4.57 does not).
         transformers' loader fails deep in a broken generation_config.json, takes values out of range, and falls back
         on its defaults (greedy, at most 20 tokens) without a word where there is none: a bad file is an error naming
@@ -826,7 +837,9 @@ def recording_a_graph(tensor: torch.Tensor) -> bool:
     return is_torchdynamo_compiling() or (tensor.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
-def pad_after_end(sequences: torch.Tensor, eos_token_id: int | list[int] | None, pad_token_id: int | None, start: int):
+def pad_after_end(
+    sequences: torch.Tensor, eos_token_id: int | list[int] | None, pad_token_id: int | None, start: int
+) -> None:
     """Sets every token after a generated sequence's first end-of-sentence token to padding, in place (from
     position `start`, past the decoder's prompt). transformers' beam search fills the ends of finished beams with
     the end-of-sentence token instead where the padding id is 0, as here (`pad_token_id or eos_token_id[0]`)."""

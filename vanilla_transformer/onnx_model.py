@@ -11,6 +11,7 @@ sessions, as optimum's ORTModelForSeq2SeqLM does for the models it exports.
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -23,8 +24,11 @@ from .export_onnx import DECODER, ENCODER, past_names
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .transformers_versions import Seq2SeqLMOutput, deprecate_kwarg
 
+if TYPE_CHECKING:  # onnxruntime is the onnx extra's
+    from onnxruntime import InferenceSession
 
-def session(path: Path, threads: int | None = None):
+
+def session(path: Path, threads: int | None = None) -> "InferenceSession":
     import onnxruntime
 
     options = onnxruntime.SessionOptions()

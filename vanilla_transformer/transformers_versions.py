@@ -8,13 +8,18 @@ on each of them. The configuration's own difference (dataclass configs in 5.x on
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 import transformers
-from transformers import modeling_outputs
+from transformers import PretrainedConfig, modeling_outputs
+from transformers.cache_utils import Cache
 from transformers.masking_utils import create_causal_mask as transformers_create_causal_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as TRANSFORMERS_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import PreTrainedModel as TransformersPreTrainedModel
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
 
 # The releases the model is tested on: pyproject.toml's lower bound, which .ci/run tests (tests/test_compatibility.py
 # checks that the two agree), and 4.57. Earlier 5.x releases fail inside transformers, far from the reason: 5.0-5.1
@@ -60,7 +65,7 @@ else:  # 4.57-5.23: generate() passes `past_key_values=`, and the outputs hold i
 
         def decorator(forward: Callable) -> Callable:
             @functools.wraps(forward)
-            def renamed(*args, **call_kwargs):
+            def renamed(*args, **call_kwargs) -> object:
                 if old_name in call_kwargs:
                     if call_kwargs.get(new_name) is not None:
                         raise ValueError(f"Pass the cache once: as {new_name}= or as {old_name}=, not both.")
@@ -75,11 +80,11 @@ else:  # 4.57-5.23: generate() passes `past_key_values=`, and the outputs hold i
         """`output_class` taking and giving its `past_key_values` under 5.24's name, `cache`."""
 
         class Output(output_class):
-            def __init__(self, *args, cache=None, **kwargs):
+            def __init__(self, *args, cache: Cache | None = None, **kwargs) -> None:
                 super().__init__(*args, **{"past_key_values": cache, **kwargs})
 
             @property
-            def cache(self):
+            def cache(self) -> Cache | None:
                 return self.past_key_values
 
         Output.__name__ = Output.__qualname__ = output_class.__name__
@@ -103,7 +108,13 @@ if RELEASE >= (5, 0):
 
     if not CACHE_IS_NAMED_CACHE:  # 5.9-5.23: the mask helper takes the cache as `past_key_values`
 
-        def create_causal_mask(config, inputs_embeds, attention_mask, cache=None, **kwargs):
+        def create_causal_mask(
+            config: PretrainedConfig,
+            inputs_embeds: torch.Tensor,
+            attention_mask: torch.Tensor | None,
+            cache: Cache | None = None,
+            **kwargs,
+        ) -> "torch.Tensor | BlockMask | None":
             return transformers_create_causal_mask(
                 config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, past_key_values=cache
             )
@@ -128,7 +139,7 @@ else:  # 4.57
     ALL_ATTENTION_FUNCTIONS = AttentionFunctions()
 
     def create_bidirectional_mask(
-        config,
+        config: PretrainedConfig,
         inputs_embeds: torch.Tensor,
         attention_mask: torch.Tensor | None,
         encoder_hidden_states: torch.Tensor | None = None,
@@ -142,7 +153,13 @@ else:  # 4.57
             return _prepare_4d_attention_mask_for_sdpa(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
         return _prepare_4d_attention_mask(attention_mask, inputs_embeds.dtype, inputs_embeds.shape[1])
 
-    def create_causal_mask(config, inputs_embeds, attention_mask, cache=None, **kwargs):
+    def create_causal_mask(
+        config: PretrainedConfig,
+        inputs_embeds: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        cache: Cache | None = None,
+        **kwargs,
+    ) -> "torch.Tensor | BlockMask | None":
         past_length = cache.get_seq_length() if cache is not None else 0
         positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
         return transformers_create_causal_mask(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import torch
@@ -29,6 +30,7 @@ from .modeling_vanilla_transformer import (
 from .pipeline_vanilla_transformer import reads_nothing, text_preparation
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from transformers import PreTrainedTokenizerBase
 
@@ -81,7 +83,9 @@ class AttentionMaps:
         return queries, keys
 
 
-def translate_one(model: VanillaTransformerForConditionalGeneration, tokenizer, source: str) -> str:
+def translate_one(
+    model: VanillaTransformerForConditionalGeneration, tokenizer: PreTrainedTokenizerBase, source: str
+) -> str:
     """The model's own translation of `source`, with its saved generation settings (beam 4 after training)."""
     inputs = tokenizer([source], return_tensors="pt").to(model.device)
     with torch.inference_mode():
@@ -265,7 +269,7 @@ CJK_FAMILIES = (
 )
 
 
-def pyplot():
+def pyplot() -> ModuleType:
     """matplotlib.pyplot, or an ImportError that says how to install it."""
     try:
         from matplotlib import pyplot as plt
@@ -295,7 +299,12 @@ def token_font_families() -> list[str]:
 
 
 def draw_heatmap(
-    axis, weights: torch.Tensor, query_tokens: list[str], key_tokens: list[str], title: str, families: list[str]
+    axis: Axes,
+    weights: torch.Tensor,
+    query_tokens: list[str],
+    key_tokens: list[str],
+    title: str,
+    families: list[str],
 ) -> None:
     axis.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     axis.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=7, family=families)
@@ -402,7 +411,7 @@ def plot_positional_distance(
     return labelled_curves(figure, axis, "distance k", "PE(pos) · PE(pos + k)", title)
 
 
-def labelled_curves(figure: Figure, axis, x_label: str, y_label: str, title: str) -> Figure:
+def labelled_curves(figure: Figure, axis: Axes, x_label: str, y_label: str, title: str) -> Figure:
     axis.set_xlabel(x_label)
     axis.set_ylabel(y_label)
     axis.set_title(title)
