@@ -36,12 +36,7 @@ class ExponentialAverage(TrainerCallback):
         self.weight_lists: tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]] = ([], [])
 
     def on_train_begin(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        model: nn.Module | None = None,
-        **kwargs,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, model: nn.Module, **kwargs
     ) -> None:
         # use_buffers=False: the model has no buffers that train (the sinusoids are fixed).
         self.average = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(self.decay), use_buffers=False)
@@ -58,12 +53,7 @@ class ExponentialAverage(TrainerCallback):
         self.weight_lists = (list(self.average.module.parameters()), list(model.parameters()))
 
     def on_step_end(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        model: nn.Module | None = None,
-        **kwargs,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, model: nn.Module, **kwargs
     ) -> None:
         if self.average.n_averaged == 0:
             self.average.update_parameters(model)  # the first update copies the weights

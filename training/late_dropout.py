@@ -19,12 +19,7 @@ class LateDropout(TrainerCallback):
         self.rates: dict[nn.Dropout, float] = {}
 
     def on_train_begin(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        model: nn.Module | None = None,
-        **kwargs,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, model: nn.Module, **kwargs
     ) -> None:
         self.rates = {module: module.p for module in model.modules() if isinstance(module, nn.Dropout)}
         if state.global_step < self.steps:

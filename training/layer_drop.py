@@ -37,12 +37,7 @@ class LayerDrop(TrainerCallback):
         self.layers: list[nn.Module] = []
 
     def on_train_begin(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        model: nn.Module | None = None,
-        **kwargs,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, model: nn.Module, **kwargs
     ) -> None:
         self.layers = [*model.get_encoder().layers, *model.get_decoder().layers]
         for layer in self.layers:

@@ -21,12 +21,12 @@ from transformers import (
     TrainerCallback,
     TrainerControl,
     TrainerState,
-    TrainingArguments,
 )
 from transformers.trainer_utils import EvalLoopOutput
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
 
+from .arguments import TranslationTrainingArguments
 from .batching import TokenBudgetBatchSampler
 from .cuda_graphs import GraphedSteps
 from .data import TEXT_COLUMNS, column_values
@@ -87,7 +87,9 @@ class StartClock(TrainerCallback):
     def __init__(self, trainer: "TranslationTrainer"):
         self.trainer = trainer
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
+    def on_train_begin(
+        self, args: TranslationTrainingArguments, state: TrainerState, control: TrainerControl, **kwargs
+    ) -> None:
         before = [entry["elapsed_s"] for entry in state.log_history if "elapsed_s" in entry]
         self.trainer.clock = (time.time(), before[-1] if before else 0.0)
 
@@ -96,7 +98,9 @@ class WarnOfAnUnfinishedWarmup(TrainerCallback):
     """Warns before the first step when the run ends inside its warmup, so that its rate never reaches its peak: the
     paper's 4,000 warmup steps over the Trainer's default 3 epochs of a small corpus are such a run."""
 
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
+    def on_train_begin(
+        self, args: TranslationTrainingArguments, state: TrainerState, control: TrainerControl, **kwargs
+    ) -> None:
         warmup = args.get_warmup_steps(state.max_steps)
         # A constant rate has no warmup to finish, but a schedule-free optimizer warms up under it.
         no_warmup = args.schedule_name == SchedulerType.CONSTANT.value and not is_schedule_free(args.optim)
@@ -123,7 +127,9 @@ class StopAtTimeLimit(TrainerCallback):
     def __init__(self, trainer: "TranslationTrainer"):
         self.trainer = trainer
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs) -> None:
+    def on_step_end(
+        self, args: TranslationTrainingArguments, state: TrainerState, control: TrainerControl, **kwargs
+    ) -> None:
         if not args.max_train_minutes or state.global_step % max(1, state.logging_steps):
             return
         expired = torch.tensor(float(self.trainer.elapsed_s() >= 60 * args.max_train_minutes))

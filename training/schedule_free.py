@@ -5,7 +5,7 @@ optimizer swaps x and y into the parameters in place (`optimizer.eval()`, `optim
 train mode at every step and in eval mode to evaluate, and this callback does it for each checkpoint and for the model
 that training leaves, so that both hold x."""
 
-import torch
+from torch.optim import Optimizer
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.training_args import OptimizerNames
 
@@ -27,22 +27,12 @@ class ScheduleFreeAverage(TrainerCallback):
     Trainer's next training step puts them back at y."""
 
     def on_step_end(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        optimizer: torch.optim.Optimizer | None = None,
-        **kwargs,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, optimizer: Optimizer, **kwargs
     ) -> None:
         if control.should_save:  # set by now: the Trainer saves after its callbacks' on_step_end
             optimizer.eval()
 
     def on_train_end(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        optimizer: torch.optim.Optimizer | None = None,
-        **kwargs,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, optimizer: Optimizer, **kwargs
     ) -> None:
         optimizer.eval()

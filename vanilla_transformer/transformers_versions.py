@@ -113,7 +113,6 @@ if RELEASE >= (5, 0):
             inputs_embeds: torch.Tensor,
             attention_mask: torch.Tensor | None,
             cache: Cache | None = None,
-            **kwargs,
         ) -> "torch.Tensor | BlockMask | None":
             return transformers_create_causal_mask(
                 config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, past_key_values=cache
@@ -158,7 +157,6 @@ else:  # 4.57
         inputs_embeds: torch.Tensor,
         attention_mask: torch.Tensor | None,
         cache: Cache | None = None,
-        **kwargs,
     ) -> "torch.Tensor | BlockMask | None":
         past_length = cache.get_seq_length() if cache is not None else 0
         positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
