@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import (
@@ -44,12 +45,14 @@ from transformers import (
     MarianConfig,
     MarianMTModel,
     PreTrainedModel,
-    Seq2SeqTrainer,
     TrainerCallback,
     TrainerControl,
     TrainerState,
     TrainingArguments,
 )
+
+if TYPE_CHECKING:  # the Trainer is imported where training is timed, not by every process that builds a model
+    from transformers import Seq2SeqTrainer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
@@ -314,7 +317,7 @@ def print_table(title: str, table: dict) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def count_tokens(trainer: Seq2SeqTrainer) -> list[tuple[torch.Tensor, int]]:
+def count_tokens(trainer: "Seq2SeqTrainer") -> list[tuple[torch.Tensor, int]]:
     """Records (real tokens, padded tokens) of every batch the trainer trains on, where the batch arrives: the
     collator may run in worker processes. The real counts stay tensors (on the device), read after training, so
     that counting makes the host wait for nothing."""
@@ -363,7 +366,7 @@ class StepClock(TrainerCallback):
             self.profiler.__exit__(None, None, None)
 
 
-def time_training_path(trainer: Seq2SeqTrainer, skip: int, profile_steps: int = 0) -> dict:
+def time_training_path(trainer: "Seq2SeqTrainer", skip: int, profile_steps: int = 0) -> dict:
     """Train; real tokens per second over the steps after the first `skip` (warm-up, compilation), and the padding
     share of all the batches trained on."""
     clock = StepClock(skip, profile_steps)
