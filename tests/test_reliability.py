@@ -238,6 +238,12 @@ def translate_no_folder(d: Path, run: Path):
     translate_main(["--model", str(d / "runs" / "nowhere"), "a dog"])
 
 
+def translate_a_run_still_training(d: Path, run: Path):
+    for checkpoint in run.glob("checkpoint-*"):  # a run's folder before training ends: its checkpoints alone
+        shutil.copytree(checkpoint, d / "run" / checkpoint.name)
+    translate_main(["--model", str(d / "run"), "a dog"])
+
+
 def translate_no_tokenizer(d: Path, run: Path):
     shutil.copytree(run, d / "model", ignore=shutil.ignore_patterns("tokenizer.json", "checkpoint-*"))
     translate_main(["--model", str(d / "model"), "a dog"])
@@ -617,6 +623,7 @@ CASES = [
     ("vt-tune-decoding", "`--length_penalty nan`", tune_nan_length_penalty),
     ("vt-translate", "`--output` is the `--input` file", translate_same_file),
     ("vt-translate", "`--model` names no folder", translate_no_folder),
+    ("vt-translate", "`--model` names a run still training (its checkpoints alone)", translate_a_run_still_training),
     ("vt-translate", "a folder without `tokenizer.json`", translate_no_tokenizer),
     ("vt-translate", "a model folder whose weights file was cut short", translate_weights_cut_short),
     ("vt-translate", "a binary `--input` file", translate_binary),

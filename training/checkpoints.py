@@ -7,22 +7,18 @@ newest; `newest_complete_checkpoint` passes over it, says so, and takes the one 
 """
 
 import logging
-import re
 from pathlib import Path
 
 from transformers import TrainerState
+from transformers.utils import SAFE_WEIGHTS_NAME
+
+from vanilla_transformer.folder_checks import numbered_checkpoints
 
 logger = logging.getLogger(__name__)
 
 TRAINER_STATE = "trainer_state.json"
-WEIGHTS = "model.safetensors"
+WEIGHTS = SAFE_WEIGHTS_NAME
 EXPONENTIAL_AVERAGE = "exponential_average.safetensors"  # with --ema_decay (training.exponential_average)
-
-
-def numbered_checkpoints(run_dir: Path) -> list[Path]:
-    """The `checkpoint-STEP` folders of a Trainer run, oldest first."""
-    checkpoints = [p for p in Path(run_dir).glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)]
-    return sorted(checkpoints, key=lambda p: int(p.name.split("-")[1]))
 
 
 def why_incomplete(checkpoint: Path) -> str | None:

@@ -7,13 +7,22 @@ folders.
 """
 
 import json
+import re
 from pathlib import Path
 
 from tokenizers import Tokenizer
+from transformers.utils import SAFE_WEIGHTS_NAME
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 
 OURS = VanillaTransformerConfig.model_type
+CHECKPOINT_MODEL = ("config.json", SAFE_WEIGHTS_NAME)  # what makes a checkpoint a model folder
+
+
+def numbered_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The Trainer's `checkpoint-STEP` folders of a run, oldest first."""
+    checkpoints = [p for p in Path(run_dir).glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)]
+    return sorted(checkpoints, key=lambda p: int(p.name.split("-")[1]))
 
 
 def check_config_file(folder: str | Path) -> None:
@@ -21,7 +30,7 @@ def check_config_file(folder: str | Path) -> None:
     folder = Path(folder)
     path = folder / "config.json"
     if not path.is_file():
-        raise ValueError(f"{folder} has no config.json (the model's configuration): it is not a model folder.")
+        raise ValueError(f"{folder} has no config.json (the model's configuration): {without_configuration(folder)}")
     try:
         settings = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -34,6 +43,18 @@ def check_config_file(folder: str | Path) -> None:
     if model_type is None:
         raise ValueError(f"{path} names no model_type: a model folder of this package says {OURS!r}.")
     raise ValueError(f"{path} describes a {model_type!r} model, not a {OURS} one.")
+
+
+def without_configuration(folder: Path) -> str:
+    """What a folder without config.json is: a run that has not written its model yet (training writes it at the
+    end), whose checkpoints are model folders, or no model folder at all."""
+    models = [c for c in numbered_checkpoints(folder) if all((c / name).is_file() for name in CHECKPOINT_MODEL)]
+    if not models:
+        return "it is not a model folder."
+    return (
+        "it is a training run that has not written its model yet (it is still training, or it was stopped: the same "
+        f"vt-train command finishes it); its newest checkpoint is a model folder: {models[-1]}"
+    )
 
 
 def check_tokenizer_file(folder: str | Path) -> None:
