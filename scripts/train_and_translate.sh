@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install into .venv (torch first: the CPU build), train with a shipped config,
 # then translate with the trained model.
-#   bash scripts/train_and_translate.sh                                   # Multi30K En→De, about 50 min on 2 CPU cores
+#   bash scripts/train_and_translate.sh                                   # Multi30K En→De, 40-90 min on 2 CPU cores
 #   bash scripts/train_and_translate.sh training/configs/multi30k_en_de_quick.yaml   # the same in about 25 minutes
 #   bash scripts/train_and_translate.sh training/configs/smoke.yaml       # seconds: the whole pipeline on a toy corpus
 #   bash scripts/train_and_translate.sh CONFIG "Sentence to translate." ...
