@@ -21,9 +21,9 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from vanilla_transformer.folder_checks import check_tokenizer_file
+from vanilla_transformer.folder_checks import check_tokenizer_file, numbered_checkpoints
 
-from .checkpoints import EXPONENTIAL_AVERAGE, WEIGHTS, numbered_checkpoints, why_incomplete
+from .checkpoints import EXPONENTIAL_AVERAGE, WEIGHTS, why_incomplete
 from .console import one_line_errors
 from .folders import replacement_problem, write_folder
 from .hub import save_translation_folder

@@ -1,4 +1,5 @@
-"""The Trainer's `checkpoint-STEP` folders: which exist, and which are complete enough to resume from.
+"""Which of the Trainer's `checkpoint-STEP` folders (`numbered_checkpoints` lists them) are complete enough to resume
+from.
 
 `Trainer._save_checkpoint` writes the weights, then the optimizer, scheduler and RNG states, and `trainer_state.json`
 last. A process killed in between (kill -9, a full disk, a lost machine) leaves a folder with weights and no state:

@@ -27,6 +27,7 @@ from transformers import (
 )
 
 from vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.folder_checks import numbered_checkpoints
 from vanilla_transformer.input_checks import check_tokenizer, vocabulary_record
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, shortest_first
 
@@ -34,7 +35,7 @@ from .allocator import reuse_freed_memory
 from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, VocabularyArguments, parse_arguments
 from .average_checkpoints import last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
-from .checkpoints import WEIGHTS, newest_complete_checkpoint, numbered_checkpoints
+from .checkpoints import WEIGHTS, newest_complete_checkpoint
 from .console import first_line, one_line_errors
 from .data import CorpusError, column_values, load_parallel_corpus, testing_splits, tokenize_corpus
 from .folders import first_names, move_files_into, write_folder
