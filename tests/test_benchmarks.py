@@ -9,11 +9,12 @@ from transformers import AutoTokenizer
 
 from vanilla_transformer.training.mkl_kernels import amd_cpu_with_avx2, vendor_check
 
-from .helpers import ROOT
+from .helpers import ROOT, shared_data
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import compare_marian  # noqa: E402
+import corpus_scale  # noqa: E402
 import dropout_speed  # noqa: E402
 import mkl_kernels  # noqa: E402
 import softmax_speed  # noqa: E402
@@ -96,6 +97,20 @@ def test_training_speed_times_the_second_half_of_a_runs_steps(tmp_path, monkeypa
         r"[\d.]+ steps/s, [\d,]+ padded tokens/s a side \(steps 3-6;",
         printed,
     ), printed
+
+
+def test_the_corpus_scale_benchmark_times_each_phase_before_training_and_the_peak_memory(tmp_path, capsys):
+    data = shared_data() / "multi30k"
+    command = ["--data_dir", str(data), "--pairs", "400", "--work_dir", str(tmp_path), "--max_steps", "2"]
+    corpus_scale.main([*command, "--vocab_size", "600", "--evaluation_pairs", "5"])
+    printed = capsys.readouterr().out
+    assert re.fullmatch(
+        r"400 pairs: \d+ s in all, peak memory [\d.]+ GiB\n"
+        r"  reading: \d+ s\n  vocabulary: \d+ s\n  tokenizing: \d+ s\n",
+        printed,
+    ), printed
+    english = (tmp_path / "corpus_400" / "train.en").read_text().splitlines()
+    assert len(english) == 400 and len((tmp_path / "corpus_400" / "val.de").read_text().splitlines()) == 5
 
 
 @pytest.mark.parametrize(

@@ -59,7 +59,8 @@ def test_only_a_bpe_vocabulary_and_a_probability_are_accepted(tokenizer):
 def test_each_epoch_has_new_segmentations_and_batches_cut_for_them(tokenizer):
     sources, targets = ENGLISH * 30, GERMAN * 30
     plain = tokenizer(sources, text_target=targets)
-    batches = TokenBudgetBatchSampler.from_token_ids(plain["input_ids"], plain["labels"], max_tokens=200, seed=1)
+    lengths = [[len(ids) for ids in plain[column]] for column in ("input_ids", "labels")]
+    batches = TokenBudgetBatchSampler(*lengths, max_tokens=200, seed=1)
     count = len(batches)
     pairs = BpeDropoutPairs(sources, targets, tokenizer, 0.3, batches)
     first = [pairs[i] for i in range(len(pairs))]

@@ -6,7 +6,16 @@ import logging
 
 import pytest
 
-from vanilla_transformer.training.data import CorpusError, DataArguments, load_parallel_corpus, tokenize_corpus
+from vanilla_transformer.training.data import (
+    CorpusError,
+    DataArguments,
+    column_texts,
+    column_values,
+    distinct_token_ids,
+    load_parallel_corpus,
+    sequence_lengths,
+    tokenize_corpus,
+)
 
 from .helpers import PAIRS, word_tokenizer
 
@@ -134,6 +143,21 @@ def test_empty_and_over_long_training_pairs_are_dropped_with_a_count(tmp_path, c
     assert "Dropped 1 training pairs longer than 20 source / 256 target tokens" in caplog.text
     assert tokenized["train"].num_rows == 8
     assert tokenized["validation"].num_rows == 1  # evaluation sets stay whole
+
+
+def test_tokenized_columns_are_read_in_place_with_the_rows_a_filter_left(tmp_path):
+    long_pair = (" ".join(["dog"] * 40), "hund")
+    write_pairs(tmp_path, "train", [long_pair, *PAIRS, long_pair])
+    write_pairs(tmp_path, "val", PAIRS[:1])
+    args = DataArguments(data_dir=str(tmp_path), test_prefixes=["val"], max_source_length=20)
+    tokenizer = word_tokenizer([s for p in PAIRS for s in p] + ["dog hund"])
+    train = tokenize_corpus(load_parallel_corpus(args, seed=0), tokenizer, args)["train"]  # the long pairs filtered out
+    for column in ("input_ids", "labels"):
+        rows = column_values(train, column)
+        assert sequence_lengths(train, column) == [len(ids) for ids in rows]
+        assert sorted(distinct_token_ids(train, column)) == sorted({token for ids in rows for token in ids})
+    texts = column_values(train, "source")
+    assert len(texts) == len(PAIRS) and list(column_texts(train, "source", batch_size=3)) == texts
 
 
 # Text as it really comes: stray line separators, byte-order marks, other encodings, cut-off files ------------------

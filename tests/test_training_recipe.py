@@ -7,6 +7,7 @@ import re
 import pytest
 import sacrebleu
 import torch
+from datasets import Dataset
 from transformers import GenerationConfig, TrainerCallback
 
 from vanilla_transformer.training.batching import TokenBudgetBatchSampler
@@ -792,7 +793,7 @@ def test_fused_output_loss_is_on_where_it_can_run_trains_with_the_plain_loss_and
 def test_a_target_vocabulary_selects_the_target_tokens_and_places_the_labels_among_them():
     from vanilla_transformer.training.loss import TargetVocabulary
 
-    vocabulary = TargetVocabulary.of_targets([[5, 2, -100], [7, 2]], vocab_size=9)
+    vocabulary = TargetVocabulary.of_labels([5, 2, -100, 7, 2], vocab_size=9)
     assert vocabulary.ids.tolist() == [2, 5, 7] and vocabulary.suppressed() == [0, 1, 3, 4, 6, 8]
     logits = torch.arange(18.0).reshape(2, 9)
     labels = torch.tensor([[7, -100], [3, 5]])
@@ -1026,11 +1027,18 @@ def test_cuda_graphs_replay_the_eager_steps_loss_and_gradients_on_a_gpu():
 def test_training_pairs_with_ids_outside_the_model_are_named_before_training():
     from vanilla_transformer.training.recipe import check_token_ids_fit
 
-    with pytest.raises(ValueError, match=r"Training pair 1: token id 120 in labels is outside .* \[0, 99\]"):
-        check_token_ids_fit([[5, 6], [7]], [[8], [120, 3]], vocab_size=100)
+    def pairs(sources: list[list[int]], targets: list[list[int]]) -> Dataset:
+        return Dataset.from_dict({"input_ids": sources, "labels": targets})
+
+    with pytest.raises(ValueError, match=r"Training pair 2: token id 120 in labels is outside .* \[0, 99\]"):
+        check_token_ids_fit(pairs([[5, 6], [7], [4]], [[8], [3], [9, 120, 3]]), vocab_size=100)
     with pytest.raises(ValueError, match=r"Training pair 0: token id -5 in input_ids"):
-        check_token_ids_fit([[-5]], [[8]], vocab_size=100)
-    check_token_ids_fit([[5], []], [[8, -100], [3]], vocab_size=100)  # -100: a label without loss
+        check_token_ids_fit(pairs([[-5]], [[8]]), vocab_size=100)
+    # A filtered dataset's rows are counted as it presents them (an indices mapping over its table).
+    kept = pairs([[5], [7], [8]], [[8], [3], [100]]).filter(lambda pair: pair["input_ids"] != [7])
+    with pytest.raises(ValueError, match=r"Training pair 1: token id 100 in labels"):
+        check_token_ids_fit(kept, vocab_size=100)
+    check_token_ids_fit(pairs([[5], []], [[8, -100], [3]]), vocab_size=100)  # -100: a label without loss
 
 
 def test_evaluation_decodes_shortest_sources_first_and_scores_each_translation_against_its_own_reference(smoke_run):

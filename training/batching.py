@@ -25,7 +25,6 @@ import itertools
 import math
 import random
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from torch.utils.data import Sampler
 
@@ -101,18 +100,6 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             batch = batches.pop(largest)
             batches[largest:largest] = [batch[: len(batch) // 2], batch[len(batch) // 2 :]]
         self.batches = batches
-
-    @classmethod
-    def from_token_ids(
-        cls,
-        sources: Sequence[Sequence[int]],
-        targets: Sequence[Sequence[int]],
-        max_tokens: int,
-        seed: int = 0,
-        **options: Any,
-    ) -> "TokenBudgetBatchSampler":
-        """Batches of tokenized pairs (a dataset's "input_ids" and "labels" columns); `options` as the constructor's."""
-        return cls([len(ids) for ids in sources], [len(ids) for ids in targets], max_tokens, seed, **options)
 
     def set_epoch(self, epoch: int) -> None:
         if self.regroup and epoch != self.epoch:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, Features, Value, load_dataset
 from datasets.exceptions import DatasetGenerationError
 from transformers import PreTrainedTokenizerBase
@@ -464,6 +466,47 @@ def column_values(dataset: Dataset, name: str) -> list:
     """A column's values as one list. datasets 5 gives `dataset[name]` as a lazy Column that, iterated, reads its
     rows one at a time (seconds for Multi30K's 29,000 pairs); a slice reads them all at once."""
     return dataset[name][:]
+
+
+def column_texts(dataset: Dataset, name: str, batch_size: int = 10_000) -> Iterator[str]:
+    """A text column's values one by one, read a batch at a time: neither row by row (datasets 5's lazy Column,
+    minutes for millions of pairs) nor all at once (gigabytes of Python strings)."""
+    for batch in dataset.select_columns([name]).iter(batch_size=batch_size):
+        yield from batch[name]
+
+
+def token_lists(dataset: Dataset, name: str) -> pa.ListArray:
+    """A tokenized column as one Arrow array of lists, read from the dataset's table: as Python lists, the token ids of
+    millions of pairs would take gigabytes (some 36 bytes an id), in every process of a multi-GPU run."""
+    column = dataset.data.column(name)  # every row of the table, those a filter left out too
+    if dataset._indices is not None:
+        # The rows a filter or a selection kept, taken by Arrow: datasets' own reading gathers them one at a time in
+        # Python (half a minute a column for millions of pairs), and writing them out anew (flatten_indices) takes
+        # minutes.
+        column = column.take(dataset._indices.column(0))
+    return column.combine_chunks()
+
+
+def sequence_lengths(dataset: Dataset, name: str) -> list[int]:
+    """The number of tokens in each row of a tokenized column."""
+    return pc.list_value_length(token_lists(dataset, name)).to_pylist()
+
+
+def distinct_token_ids(dataset: Dataset, name: str) -> list[int]:
+    """The ids that occur in a tokenized column, each once."""
+    return pc.unique(token_lists(dataset, name).flatten()).to_pylist()
+
+
+def first_token_outside(dataset: Dataset, name: str, vocab_size: int) -> tuple[int, int] | None:
+    """(row, id) of the first token id in a tokenized column outside [0, vocab_size) other than -100 (a label without
+    loss); None where there is none."""
+    rows = token_lists(dataset, name)
+    ids = rows.flatten()
+    outside = pc.and_(pc.or_(pc.less(ids, 0), pc.greater_equal(ids, vocab_size)), pc.not_equal(ids, -100))
+    if not pc.any(outside).as_py():
+        return None
+    place = pc.index(outside, True).as_py()
+    return pc.list_parent_indices(rows)[place].as_py(), ids[place].as_py()
 
 
 def tokenize_corpus(corpus: DatasetDict, tokenizer: PreTrainedTokenizerBase, args: DataArguments) -> DatasetDict:

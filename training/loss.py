@@ -56,9 +56,9 @@ class TargetVocabulary:
         self.on_device: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
     @classmethod
-    def of_targets(cls, targets: Iterable[list[int]], vocab_size: int) -> "TargetVocabulary":
+    def of_labels(cls, labels: Iterable[int], vocab_size: int) -> "TargetVocabulary":
         """The tokens of the training targets' label ids (-100, a label without loss, is none)."""
-        return cls((token for row in targets for token in row if token != -100), vocab_size)
+        return cls((token for token in labels if token != -100), vocab_size)
 
     @classmethod
     def of_generation_config(cls, config: GenerationConfig, vocab_size: int) -> "TargetVocabulary | None":

@@ -12,6 +12,7 @@ import logging
 import time
 
 import torch
+from datasets import Dataset
 from torch import nn
 from torch.utils.data import DataLoader
 from transformers import (
@@ -29,7 +30,7 @@ from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .arguments import TranslationTrainingArguments
 from .batching import TokenBudgetBatchSampler
 from .cuda_graphs import GraphedSteps
-from .data import TEXT_COLUMNS, column_values
+from .data import TEXT_COLUMNS, column_values, distinct_token_ids, first_token_outside, sequence_lengths
 from .dropout import swap_dropout
 from .exponential_average import ExponentialAverage
 from .late_dropout import LateDropout
@@ -50,18 +51,18 @@ from .word_dropout import WordDropout
 logger = logging.getLogger(__name__)
 
 
-def check_token_ids_fit(sources: list[list[int]], targets: list[list[int]], vocab_size: int) -> None:
+def check_token_ids_fit(dataset: Dataset, vocab_size: int) -> None:
     """Every token id of the training pairs names a row of the model's embedding. Checked once, here, rather than
-    at every step: on a GPU, reading the ids of a batch makes the host wait for the device (see the model's
-    the model's input checks)."""
-    for column, rows in (("input_ids", sources), ("labels", targets)):
-        for row, ids in enumerate(rows):
-            for token in (min(ids, default=0), max(ids, default=0)):  # -100: a label that has no loss
-                if not (0 <= token < vocab_size or token == -100):
-                    raise ValueError(
-                        f"Training pair {row}: token id {token} in {column} is outside the model's vocabulary "
-                        f"(ids must be in [0, {vocab_size - 1}]): the tokenizer and the model do not match."
-                    )
+    at every step: on a GPU, reading the ids of a batch makes the host wait for the device (as the model's input
+    checks say)."""
+    for column in ("input_ids", "labels"):
+        outside = first_token_outside(dataset, column, vocab_size)
+        if outside is not None:
+            row, token = outside
+            raise ValueError(
+                f"Training pair {row}: token id {token} in {column} is outside the model's vocabulary "
+                f"(ids must be in [0, {vocab_size - 1}]): the tokenizer and the model do not match."
+            )
 
 
 def flag_or_default(flag: bool | None, clash: str | None) -> bool:
@@ -186,7 +187,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.train_dataset is None:
             raise ValueError("--target_vocabulary_softmax reads the training targets: there is no train_dataset.")
         vocab_size = self.model.get_output_embeddings().weight.shape[0]
-        targets = TargetVocabulary.of_targets(column_values(self.train_dataset, "labels"), vocab_size)
+        targets = TargetVocabulary.of_labels(distinct_token_ids(self.train_dataset, "labels"), vocab_size)
         written = TargetVocabulary.of_generation_config(self.model.generation_config, vocab_size)
         if written is None:
             return targets
@@ -276,11 +277,10 @@ class TranslationTrainer(Seq2SeqTrainer):
         """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences (input words
         blanked with word dropout, each pair twice with R-Drop)."""
         dataset = self.train_dataset
-        sources, targets = column_values(dataset, "input_ids"), column_values(dataset, "labels")
-        check_token_ids_fit(sources, targets, self.model.get_input_embeddings().num_embeddings)
-        sampler = TokenBudgetBatchSampler.from_token_ids(
-            sources,
-            targets,
+        check_token_ids_fit(dataset, self.model.get_input_embeddings().num_embeddings)
+        sampler = TokenBudgetBatchSampler(
+            sequence_lengths(dataset, "input_ids"),
+            sequence_lengths(dataset, "labels"),
             self.args.max_tokens,
             self.args.seed if self.args.data_seed is None else self.args.data_seed,  # the Trainer's rule
             regroup=self.args.regroup_batches,

@@ -37,7 +37,14 @@ from .average_checkpoints import last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
 from .checkpoints import WEIGHTS, newest_complete_checkpoint
 from .console import first_line, one_line_errors
-from .data import CorpusError, column_values, load_parallel_corpus, testing_splits, tokenize_corpus
+from .data import (
+    CorpusError,
+    column_texts,
+    load_parallel_corpus,
+    sequence_lengths,
+    testing_splits,
+    tokenize_corpus,
+)
 from .folders import first_names, move_files_into, write_folder
 from .hub import publish, save_translation_folder
 from .loss import TargetVocabulary
@@ -124,7 +131,7 @@ def load_or_train_tokenizer(
             f"{record['training_pairs']} pairs (sha256 {record['sha256'][:12]}), and the {trained} in {output_dir} "
             "belong to the old vocabulary. Use a new --output_dir, or remove the old run to start over."
         )
-    tokenizer = train_tokenizer((s for column in ("source", "target") for s in train[column]), vocab_args)
+    tokenizer = train_tokenizer((s for column in ("source", "target") for s in column_texts(train, column)), vocab_args)
     tokenizer.save_pretrained(output_dir)
     saved.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return tokenizer
@@ -190,8 +197,9 @@ def batch_collator(
 def typical_batch(dataset: Dataset, collator: DataCollatorForSeq2Seq, max_tokens: int) -> dict:
     """The middle one of the run's token-budget batches (they are cut from pairs sorted by length), collated: what
     a probe of the step's speed should time."""
-    sources, targets = column_values(dataset, "input_ids"), column_values(dataset, "labels")
-    sampler = TokenBudgetBatchSampler.from_token_ids(sources, targets, max_tokens)
+    sampler = TokenBudgetBatchSampler(
+        sequence_lengths(dataset, "input_ids"), sequence_lengths(dataset, "labels"), max_tokens
+    )
     pairs = dataset.select_columns(["input_ids", "attention_mask", "labels"]).select(sampler.batches[len(sampler) // 2])
     return collator(list(pairs))
 
@@ -210,7 +218,7 @@ def paper_generation_config(args: TranslationTrainingArguments, tokenizer: PreTr
 def source_order(split: Dataset) -> list[int]:
     """The rows of a tokenized split, shortest source first: evaluated so, a batch holds sentences of like length and
     finishes sooner (the scores do not depend on the order)."""
-    return shortest_first([len(ids) for ids in column_values(split, "input_ids")])
+    return shortest_first(sequence_lengths(split, "input_ids"))
 
 
 def evaluate_translations(
@@ -320,7 +328,7 @@ def run_summary(
     """Steps, time, training throughput (real source + target tokens, no padding) and the loss curve. A resumed run
     counts the training time of the processes before it (from the clock its checkpoint logged)."""
     train = tokenized["train"]
-    tokens_per_epoch = sum(len(ids) for column in ("input_ids", "labels") for ids in column_values(train, column))
+    tokens_per_epoch = sum(sum(sequence_lengths(train, column)) for column in ("input_ids", "labels"))
     trained_before_s = trainer.clock[1]
     return {
         "steps": trainer.state.global_step,
