@@ -145,6 +145,30 @@ def test_empty_and_over_long_training_pairs_are_dropped_with_a_count(tmp_path, c
     assert tokenized["validation"].num_rows == 1  # evaluation sets stay whole
 
 
+def test_the_tokenized_corpus_has_the_ids_the_tokenizer_gives_at_translation_time(tmp_path):
+    from vanilla_transformer.training.tokenizer import VocabularySettings, train_tokenizer
+
+    write_pairs(tmp_path, "train", PAIRS)
+    write_pairs(tmp_path, "val", PAIRS[:2])
+    args = DataArguments(data_dir=str(tmp_path), test_prefixes=["val"])
+    corpus = load_parallel_corpus(args, seed=0)
+    tokenizer = train_tokenizer([s for p in PAIRS for s in p] * 20, VocabularySettings(vocab_size=120))
+    tokenized = tokenize_corpus(corpus, tokenizer, args)
+    for split in ("train", "validation"):
+        expected = tokenizer(corpus[split]["source"][:], text_target=corpus[split]["target"][:])
+        assert column_values(tokenized[split], "input_ids") == expected["input_ids"]
+        assert column_values(tokenized[split], "labels") == expected["labels"]
+        assert "attention_mask" not in tokenized[split].column_names  # the collator makes each batch's masks
+    # A tokenizer saved after a padded or a truncated call keeps that setting in its tokenizer.json.
+    for setting in ({"padding": True}, {"truncation": True, "max_length": 3}):
+        tokenizer(corpus["train"]["source"][:], **setting)
+        tokenizer.save_pretrained(tmp_path / "saved")
+        saved = type(tokenizer).from_pretrained(tmp_path / "saved")
+        assert saved.backend_tokenizer.padding or saved.backend_tokenizer.truncation
+        again = tokenize_corpus(corpus, saved, args)
+        assert column_values(again["train"], "input_ids") == column_values(tokenized["train"], "input_ids")
+
+
 def test_tokenized_columns_are_read_in_place_with_the_rows_a_filter_left(tmp_path):
     long_pair = (" ".join(["dog"] * 40), "hund")
     write_pairs(tmp_path, "train", [long_pair, *PAIRS, long_pair])

@@ -1025,19 +1025,21 @@ def test_cuda_graphs_replay_the_eager_steps_loss_and_gradients_on_a_gpu():
 
 
 def test_training_pairs_with_ids_outside_the_model_are_named_before_training():
+    from vanilla_transformer.training.data import token_columns
     from vanilla_transformer.training.recipe import check_token_ids_fit
 
-    def pairs(sources: list[list[int]], targets: list[list[int]]) -> Dataset:
-        return Dataset.from_dict({"input_ids": sources, "labels": targets})
+    def pairs(sources: list[list[int]], targets: list[list[int]]) -> dict:
+        return token_columns(Dataset.from_dict({"input_ids": sources, "labels": targets}))
 
     with pytest.raises(ValueError, match=r"Training pair 2: token id 120 in labels is outside .* \[0, 99\]"):
         check_token_ids_fit(pairs([[5, 6], [7], [4]], [[8], [3], [9, 120, 3]]), vocab_size=100)
     with pytest.raises(ValueError, match=r"Training pair 0: token id -5 in input_ids"):
         check_token_ids_fit(pairs([[-5]], [[8]]), vocab_size=100)
     # A filtered dataset's rows are counted as it presents them (an indices mapping over its table).
-    kept = pairs([[5], [7], [8]], [[8], [3], [100]]).filter(lambda pair: pair["input_ids"] != [7])
+    kept = Dataset.from_dict({"input_ids": [[5], [7], [8]], "labels": [[8], [3], [100]]})
+    kept = kept.filter(lambda pair: pair["input_ids"] != [7])
     with pytest.raises(ValueError, match=r"Training pair 1: token id 100 in labels"):
-        check_token_ids_fit(kept, vocab_size=100)
+        check_token_ids_fit(token_columns(kept), vocab_size=100)
     check_token_ids_fit(pairs([[5], []], [[8, -100], [3]]), vocab_size=100)  # -100: a label without loss
 
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasets import Dataset, DatasetDict, Features, Value, load_dataset
 from datasets.exceptions import DatasetGenerationError
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerFast
 
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, lowercase_tokenizer
 
@@ -487,9 +487,19 @@ def token_lists(dataset: Dataset, name: str) -> pa.ListArray:
     return column.combine_chunks()
 
 
+def token_columns(dataset: Dataset) -> dict[str, pa.ListArray]:
+    """The training pairs' two tokenized columns, each read once (token_lists)."""
+    return {name: token_lists(dataset, name) for name in ("input_ids", "labels")}
+
+
+def row_lengths(rows: pa.ListArray) -> list[int]:
+    """The number of tokens in each row of a tokenized column read by token_lists."""
+    return pc.list_value_length(rows).to_pylist()
+
+
 def sequence_lengths(dataset: Dataset, name: str) -> list[int]:
     """The number of tokens in each row of a tokenized column."""
-    return pc.list_value_length(token_lists(dataset, name)).to_pylist()
+    return row_lengths(token_lists(dataset, name))
 
 
 def distinct_token_ids(dataset: Dataset, name: str) -> list[int]:
@@ -497,10 +507,9 @@ def distinct_token_ids(dataset: Dataset, name: str) -> list[int]:
     return pc.unique(token_lists(dataset, name).flatten()).to_pylist()
 
 
-def first_token_outside(dataset: Dataset, name: str, vocab_size: int) -> tuple[int, int] | None:
-    """(row, id) of the first token id in a tokenized column outside [0, vocab_size) other than -100 (a label without
-    loss); None where there is none."""
-    rows = token_lists(dataset, name)
+def first_token_outside(rows: pa.ListArray, vocab_size: int) -> tuple[int, int] | None:
+    """(row, id) of the first token id in a tokenized column (token_lists) outside [0, vocab_size) other than -100 (a
+    label without loss); None where there is none."""
     ids = rows.flatten()
     outside = pc.and_(pc.or_(pc.less(ids, 0), pc.greater_equal(ids, vocab_size)), pc.not_equal(ids, -100))
     if not pc.any(outside).as_py():
@@ -509,13 +518,24 @@ def first_token_outside(dataset: Dataset, name: str, vocab_size: int) -> tuple[i
     return pc.list_parent_indices(rows)[place].as_py(), ids[place].as_py()
 
 
-def tokenize_corpus(corpus: DatasetDict, tokenizer: PreTrainedTokenizerBase, args: DataArguments) -> DatasetDict:
-    """input_ids / attention_mask / labels for every split; training pairs over the length limits are dropped
-    (evaluation sets are kept whole, so that scores are on the full test set). The training split keeps its text
-    too, for BPE-dropout to segment anew (training.subword_regularization)."""
+def token_ids(tokenizer: PreTrainedTokenizerFast, texts: list[str]) -> list[list[int]]:
+    """Each text's token ids, special tokens included, from the Rust tokenizer under the transformers one: its call
+    would also build the offsets and attention masks that a tokenized corpus does not keep (the collator makes the
+    masks of each batch). Padding and truncation are turned off first, as that call does: a tokenizer saved after a
+    padded call keeps its padding in tokenizer.json."""
+    backend = tokenizer.backend_tokenizer
+    backend.no_padding()
+    backend.no_truncation()
+    return [encoding.ids for encoding in backend.encode_batch_fast(texts)]
+
+
+def tokenize_corpus(corpus: DatasetDict, tokenizer: PreTrainedTokenizerFast, args: DataArguments) -> DatasetDict:
+    """input_ids / labels for every split; training pairs over the length limits are dropped (evaluation sets are
+    kept whole, so that scores are on the full test set). The training split keeps its text too, for BPE-dropout to
+    segment anew (training.subword_regularization)."""
 
     def encode(batch: dict) -> dict:
-        return tokenizer(batch["source"], text_target=batch["target"])
+        return {"input_ids": token_ids(tokenizer, batch["source"]), "labels": token_ids(tokenizer, batch["target"])}
 
     tokenized = DatasetDict(
         {
@@ -525,11 +545,12 @@ def tokenize_corpus(corpus: DatasetDict, tokenizer: PreTrainedTokenizerBase, arg
     )
     train = tokenized["train"]
     kept = train.filter(
-        lambda b: [
+        lambda sources, targets: [
             len(s) <= args.max_source_length and len(t) <= args.max_target_length
-            for s, t in zip(b["input_ids"], b["labels"], strict=True)
+            for s, t in zip(sources, targets, strict=True)
         ],
         batched=True,
+        input_columns=["input_ids", "labels"],
     )
     if kept.num_rows == 0:
         shortest = min(max(len(s), len(t)) for s, t in zip(train["input_ids"], train["labels"], strict=True))

@@ -11,8 +11,8 @@ import copy
 import logging
 import time
 
+import pyarrow as pa
 import torch
-from datasets import Dataset
 from torch import nn
 from torch.utils.data import DataLoader
 from transformers import (
@@ -30,7 +30,7 @@ from vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .arguments import TranslationTrainingArguments
 from .batching import TokenBudgetBatchSampler
 from .cuda_graphs import GraphedSteps
-from .data import TEXT_COLUMNS, column_values, distinct_token_ids, first_token_outside, sequence_lengths
+from .data import TEXT_COLUMNS, column_values, distinct_token_ids, first_token_outside, row_lengths, token_columns
 from .dropout import swap_dropout
 from .exponential_average import ExponentialAverage
 from .late_dropout import LateDropout
@@ -51,12 +51,12 @@ from .word_dropout import WordDropout
 logger = logging.getLogger(__name__)
 
 
-def check_token_ids_fit(dataset: Dataset, vocab_size: int) -> None:
-    """Every token id of the training pairs names a row of the model's embedding. Checked once, here, rather than
-    at every step: on a GPU, reading the ids of a batch makes the host wait for the device (as the model's input
-    checks say)."""
-    for column in ("input_ids", "labels"):
-        outside = first_token_outside(dataset, column, vocab_size)
+def check_token_ids_fit(columns: dict[str, pa.ListArray], vocab_size: int) -> None:
+    """Every token id of the training pairs' tokenized columns (token_columns) names a row of the model's embedding.
+    Checked once, here, rather than at every step: on a GPU, reading the ids of a batch makes the host wait for the
+    device (as the model's input checks say)."""
+    for column, rows in columns.items():
+        outside = first_token_outside(rows, vocab_size)
         if outside is not None:
             row, token = outside
             raise ValueError(
@@ -277,10 +277,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         """Batches of about `args.max_tokens` padded tokens per side instead of a fixed number of sentences (input words
         blanked with word dropout, each pair twice with R-Drop)."""
         dataset = self.train_dataset
-        check_token_ids_fit(dataset, self.model.get_input_embeddings().num_embeddings)
+        columns = token_columns(dataset)
+        check_token_ids_fit(columns, self.model.get_input_embeddings().num_embeddings)
         sampler = TokenBudgetBatchSampler(
-            sequence_lengths(dataset, "input_ids"),
-            sequence_lengths(dataset, "labels"),
+            row_lengths(columns["input_ids"]),
+            row_lengths(columns["labels"]),
             self.args.max_tokens,
             self.args.seed if self.args.data_seed is None else self.args.data_seed,  # the Trainer's rule
             regroup=self.args.regroup_batches,

@@ -18,6 +18,7 @@ from torch.utils.data import Dataset
 from transformers import PreTrainedTokenizerFast
 
 from .batching import TokenBudgetBatchSampler
+from .data import token_ids
 
 
 def tokenizer_with_bpe_dropout(tokenizer: PreTrainedTokenizerFast, dropout: float) -> PreTrainedTokenizerFast:
@@ -38,8 +39,7 @@ def tokenizer_with_bpe_dropout(tokenizer: PreTrainedTokenizerFast, dropout: floa
 class BpeDropoutPairs(Dataset):
     """Training pairs, segmented with BPE-dropout once per epoch (`set_epoch`, which accelerate's data loader calls
     at the start of every epoch, a resumed one included), and `batches` cut again for each epoch's lengths (as many
-    batches as the plain segmentation gives). Items have the keys of a tokenized pair: input_ids, attention_mask and
-    labels."""
+    batches as the plain segmentation gives). Items have the keys of a tokenized pair: input_ids and labels."""
 
     def __init__(
         self,
@@ -59,7 +59,10 @@ class BpeDropoutPairs(Dataset):
 
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:  # accelerate calls it more than once per epoch
-            self.pairs = self.tokenizer(self.sources, text_target=self.targets)
+            self.pairs = {
+                "input_ids": token_ids(self.tokenizer, self.sources),
+                "labels": token_ids(self.tokenizer, self.targets),
+            }
             self.batches.recut(list(map(len, self.pairs["input_ids"])), list(map(len, self.pairs["labels"])))
             self.epoch = epoch
 
@@ -67,4 +70,4 @@ class BpeDropoutPairs(Dataset):
         return len(self.sources)
 
     def __getitem__(self, index: int) -> dict[str, list[int]]:
-        return {key: self.pairs[key][index] for key in ("input_ids", "attention_mask", "labels")}
+        return {key: self.pairs[key][index] for key in ("input_ids", "labels")}

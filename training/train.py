@@ -200,7 +200,7 @@ def typical_batch(dataset: Dataset, collator: DataCollatorForSeq2Seq, max_tokens
     sampler = TokenBudgetBatchSampler(
         sequence_lengths(dataset, "input_ids"), sequence_lengths(dataset, "labels"), max_tokens
     )
-    pairs = dataset.select_columns(["input_ids", "attention_mask", "labels"]).select(sampler.batches[len(sampler) // 2])
+    pairs = dataset.select_columns(["input_ids", "labels"]).select(sampler.batches[len(sampler) // 2])
     return collator(list(pairs))
 
 
