@@ -122,6 +122,16 @@ def two_sources(d: Path):
     load(data_dir="data", train_file="pairs.tsv")
 
 
+def one_language_for_both_sides(d: Path):
+    write_pairs(d, "train", b"a dog\n", b"ein Hund\n")
+    load(data_dir=str(d), source_lang="de", target_lang="de")
+
+
+def a_tsv_column_language_named_twice(d: Path):
+    (d / "pairs.tsv").write_text("a dog\ta cat\tein Hund\n" * 1200, encoding="utf-8")
+    load(train_file=str(d / "pairs.tsv"), tsv_languages=["en", "en", "de"])
+
+
 def no_data_dir(d: Path):
     load(data_dir=str(d / "nowhere"))
 
@@ -574,6 +584,8 @@ CASES = [
     ("training data", "a JSONL value that is not a string", jsonl_number),
     ("training data", "a JSONL line that is not JSON", jsonl_not_json),
     ("training data", "`--data_dir` and `--train_file` both on the command line", two_sources),
+    ("training data", "`--source_lang de --target_lang de`", one_language_for_both_sides),
+    ("training data", "`--tsv_languages en en de`", a_tsv_column_language_named_twice),
     (
         "training data",
         "`--data_dir` names no folder (a relative one is named with the folder it was looked for in)",

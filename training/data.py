@@ -365,7 +365,7 @@ DATA_SOURCES = ("dataset_name", "data_dir", "train_file")
 
 
 def check_data_arguments(args: DataArguments) -> None:
-    """Exactly one source of data, and sizes that can hold a sentence: before any file is read."""
+    """Exactly one source of data, two languages, and sizes that can hold a sentence: before any file is read."""
     given = [f"--{name} {getattr(args, name)}" for name in DATA_SOURCES if getattr(args, name)]
     if len(given) != 1:
         found = f"got {' and '.join(given)}" if given else "got none"
@@ -377,6 +377,15 @@ def check_data_arguments(args: DataArguments) -> None:
         raise CorpusError(f"--split_test_size {args.split_test_size}: must be at least 0 (0: no test split).")
     if args.preprocess not in PREPROCESSING:
         raise CorpusError(f"--preprocess {args.preprocess!r}: use one of {', '.join(PREPROCESSING)}.")
+    if args.source_lang.casefold() == args.target_lang.casefold():
+        raise CorpusError(
+            f"--source_lang {args.source_lang} and --target_lang {args.target_lang} name one language: both sides "
+            "would be read from the same text, and the model would learn to copy it. Name each side's language."
+        )
+    if len({lang.casefold() for lang in args.tsv_languages}) < len(args.tsv_languages):
+        raise CorpusError(
+            f"--tsv_languages {' '.join(args.tsv_languages)} names a language twice: name each column's language once."
+        )
     for name in ("max_train_samples", "max_eval_samples"):
         if getattr(args, name) is not None and getattr(args, name) <= 0:
             raise CorpusError(f"--{name} {getattr(args, name)}: must be at least 1 (or left out: all pairs).")
