@@ -442,6 +442,14 @@ def fine_tune_unreachable_hub_model(d: Path):
         train(d, "--model_name_or_path", "someone/nowhere")
 
 
+def fine_tune_on_text_the_vocabulary_cannot_write(d: Path, run: Path):
+    (d / "data").mkdir()
+    for prefix in ("train", "val", "test"):
+        (d / "data" / f"{prefix}.en").write_text("".join(en + "\n" for en, _ in PAIRS), encoding="utf-8")
+        (d / "data" / f"{prefix}.zh").write_text("我是一个学生。\n" * len(PAIRS), encoding="utf-8")
+    train(d, "--model_name_or_path", str(run), "--data_dir", str(d / "data"), "--target_lang", "zh")
+
+
 def average_other_vocabularies(d: Path, run: Path):
     other = model_copy(d, run / "checkpoint-100")
     (other / "tokenizer.json").write_bytes(swapped_tokens((other / "tokenizer.json").read_bytes()))
@@ -684,6 +692,11 @@ CASES = [
     ("vt-train", "`--vocab_size 100000` (more than the corpus holds)", train_with("--vocab_size", "100000")),
     ("vt-train", "`--model_name_or_path` names a missing folder", fine_tune_missing_folder),
     ("vt-train", "`--model_name_or_path` a Hub id, the Hub out of reach", fine_tune_unreachable_hub_model),
+    (
+        "vt-train",
+        "`--model_name_or_path` RUN (English→German) on pairs whose targets are Chinese",
+        fine_tune_on_text_the_vocabulary_cannot_write,
+    ),
     ("vt-average-checkpoints", "checkpoints of other vocabularies", average_other_vocabularies),
     ("vt-average-checkpoints", "a checkpoint whose weights were cut short", average_cut_checkpoint),
     ("vt-diversify", "a misspelled setting in the pipeline's config", lambda d: diversify(d, "fine_tuen: {}\n")),

@@ -9,6 +9,7 @@ import pytest
 from vanilla_transformer.training.data import (
     CorpusError,
     DataArguments,
+    check_vocabulary_covers,
     column_texts,
     column_values,
     distinct_token_ids,
@@ -182,6 +183,29 @@ def test_tokenized_columns_are_read_in_place_with_the_rows_a_filter_left(tmp_pat
         assert sorted(distinct_token_ids(train, column)) == sorted({token for ids in rows for token in ids})
     texts = column_values(train, "source")
     assert len(texts) == len(PAIRS) and list(column_texts(train, "source", batch_size=3)) == texts
+
+
+def test_a_fine_tune_is_refused_where_its_vocabulary_cannot_write_a_tenth_of_one_sides_sentences(tmp_path):
+    from vanilla_transformer.training.tokenizer import VocabularySettings, train_tokenizer
+
+    tokenizer = train_tokenizer([s for p in PAIRS for s in p] * 20, VocabularySettings(vocab_size=120))
+    french = ("a boy eats", "un garçon mange")  # no token for ç in a vocabulary of English and German
+    too_long = (" ".join(["dog"] * 40), "ça")  # dropped by the length limit: not one of the sentences trained on
+
+    def check(name: str, pairs: list[tuple[str, str]]) -> None:
+        folder = tmp_path / name
+        folder.mkdir()
+        write_pairs(folder, "train", pairs)
+        write_pairs(folder, "val", PAIRS[:1])
+        args = DataArguments(data_dir=str(folder), test_prefixes=["val"], max_source_length=30)
+        train = tokenize_corpus(load_parallel_corpus(args, seed=0), tokenizer, args)["train"]
+        check_vocabulary_covers(train, tokenizer, args, "runs/model")
+
+    check("few", [*PAIRS * 3, french, too_long, french])  # 2 of the 26 sentences trained on
+    with pytest.raises(CorpusError, match=r"characters of 2 of the 10 training target sentences \(de\); .*'ç' \(2\)"):
+        check("many", [*PAIRS, french, french])
+    with pytest.raises(CorpusError, match=r"characters of 2 of the 10 training source sentences \(en\)"):
+        check("sources", [*PAIRS, french[::-1], french[::-1]])
 
 
 # Text as it really comes: stray line separators, byte-order marks, other encodings, cut-off files ------------------

@@ -39,6 +39,7 @@ from .checkpoints import WEIGHTS, newest_complete_checkpoint
 from .console import first_line, one_line_errors
 from .data import (
     CorpusError,
+    check_vocabulary_covers,
     column_texts,
     load_parallel_corpus,
     sequence_lengths,
@@ -444,6 +445,8 @@ def prepare_run(arguments: tuple, checkpoint: str | None) -> tuple:
             check_run_settings(output_dir, run_settings(arguments), resuming=checkpoint is not None)
         record_text_preprocessing(tokenizer, data_args.preprocess, data_args.source_lang, data_args.target_lang)
         tokenized = tokenize_corpus(corpus, tokenizer, data_args)
+        if model_args.model_name_or_path:
+            check_vocabulary_covers(tokenized["train"], tokenizer, data_args, model_args.model_name_or_path)
 
     model = build_model(model_args, tokenizer)
     # A fine-tuned model trained with --target_vocabulary_softmax keeps the tokens it writes (the recipe adds the new
