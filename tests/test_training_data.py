@@ -74,6 +74,21 @@ def test_held_out_splits_are_deterministic_for_a_seed(tmp_path):
     assert not set(first["test"]["source"]) & set(first["train"]["source"])
 
 
+def test_held_out_splits_share_no_source_sentence_with_the_training_pairs(tmp_path, caplog):
+    # Each sentence three times, each time with a translation of its own, as Tatoeba holds many.
+    pairs = [(f"english {i}", f"deutsch {i} {n}") for n in range(3) for i in range(40)]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"{en}\t{de}\n" for en, de in pairs), encoding="utf-8")
+    args = DataArguments(train_file=str(path), split_validation_size=6, split_test_size=6)
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.training.data"):
+        corpus = load_parallel_corpus(args, seed=7)
+    held = {source for split in ("validation", "test") for source in corpus[split]["source"]}
+    unseen = [pair for pair in pairs if pair[0] not in held]
+    assert sorted(zip(corpus["train"]["source"], corpus["train"]["target"], strict=True)) == sorted(unseen)
+    dropped = len(pairs) - 12 - len(unseen)
+    assert dropped > 0 and f"Dropped {dropped} training pairs whose source sentence is held out too" in caplog.text
+
+
 def test_files_of_different_lengths_name_both_files_and_the_line(tmp_path):
     write_pairs(tmp_path, "train", PAIRS)
     (tmp_path / "train.de").write_text("".join(p[1] + "\n" for p in PAIRS[:6]), encoding="utf-8")

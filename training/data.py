@@ -2,7 +2,8 @@
 
 Every source becomes a `DatasetDict` with two string columns, "source" and "target", and a "train" split, a
 "validation" split and one or more test splits. When the source has no validation or test split, they are cut
-from the training data with `Dataset.train_test_split` and the run's seed: the same seed gives the same split.
+from the training data with `Dataset.train_test_split` and the run's seed: the same seed gives the same split, and
+the training pairs whose source sentence is also held out are dropped.
 
 Bad data raises `CorpusError` naming the file and line; empty pairs are dropped with a count in the log.
 """
@@ -427,9 +428,11 @@ def split_name_of_test_file(path: str) -> str:
 
 
 def held_out_splits(corpus: DatasetDict, args: DataArguments, seed: int) -> DatasetDict:
-    """Cut validation and test sets from the training data where the source has none (seeded, so repeatable)."""
+    """Cut validation and test sets from the training data where the source has none (seeded, so repeatable); the
+    training pairs left share no source sentence with them."""
     cuts = [("validation", args.split_validation_size, "validation" not in corpus)]
     cuts.append(("test", args.split_test_size, not testing_splits(corpus)))
+    held_out = []
     for name, size, missing in cuts:
         if missing and size:
             if corpus["train"].num_rows <= size:
@@ -440,7 +443,21 @@ def held_out_splits(corpus: DatasetDict, args: DataArguments, seed: int) -> Data
             parts = corpus["train"].train_test_split(test_size=size, seed=seed, shuffle=True)
             corpus["train"], corpus[name] = parts["train"], parts["test"]
             logger.info("Held out %d training pairs as the %s split (seed %d)", size, name, seed)
+            held_out.append(name)
+    if held_out:
+        corpus["train"] = without_sources_of(corpus["train"], [corpus[name] for name in held_out])
     return corpus
+
+
+def without_sources_of(train: Dataset, held_out: list[Dataset]) -> Dataset:
+    """The training pairs whose source sentence is in none of the held-out splits: a corpus can hold a sentence more
+    than once, each time with a translation of its own (Tatoeba does), and a split would then score sentences that the
+    model has read."""
+    held = {source for split in held_out for source in column_texts(split, "source")}
+    kept = train.filter(lambda sources: [s not in held for s in sources], input_columns="source", batched=True)
+    if kept.num_rows < train.num_rows:
+        logger.info("Dropped %d training pairs whose source sentence is held out too", train.num_rows - kept.num_rows)
+    return kept
 
 
 def preprocessed(corpus: DatasetDict, args: DataArguments) -> DatasetDict:
