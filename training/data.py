@@ -38,9 +38,9 @@ logger = logging.getLogger(__name__)
 
 PREPROCESSING = ("none", LOWERCASE_TOKENIZED)
 TEXT_COLUMNS = ["source", "target"]  # every corpus split's; tokenized, only the training split keeps them
-# A vocabulary learned from the corpus leaves about 2% of its sentences with a character that has no token (the rare
-# Chinese characters that character_coverage 0.9995 leaves out); a fine-tune on a corpus where a side has this share or
-# more (a model's vocabulary of other languages) is refused.
+# The share of one side's training sentences holding a character without a token from which a fine-tune is refused: a
+# vocabulary learned from the corpus leaves far fewer (the rare characters that character_coverage drops), one learned
+# from other languages most of them (docs/training.md, Fine-tuning).
 UNCOVERED_SHARE = 0.1
 
 
