@@ -64,6 +64,18 @@ def test_jsonl_in_the_hub_translation_format(tmp_path):
     assert corpus["train"].num_rows == corpus["test_train"].num_rows == 8
 
 
+def test_jsonl_of_one_key_per_language_as_pandas_writes_a_tables_rows(tmp_path):
+    import pandas  # datasets requires it
+
+    path = tmp_path / "train.jsonl"
+    table = pandas.DataFrame({"id": range(len(PAIRS)), "en": [e for e, _ in PAIRS], "de": [d for _, d in PAIRS]})
+    table.to_json(path, orient="records", lines=True, force_ascii=False)
+    args = DataArguments(train_file=str(path), validation_file=str(path), test_files=[str(path)])
+    corpus = load_parallel_corpus(args, seed=0)
+    assert corpus["validation"][3] == {"source": PAIRS[3][0], "target": PAIRS[3][1]}
+    assert corpus["train"].num_rows == 8
+
+
 def test_held_out_splits_are_deterministic_for_a_seed(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("".join(f"english {i}\tdeutsch {i}\n" for i in range(60)), encoding="utf-8")
@@ -119,9 +131,7 @@ def test_unknown_language_codes_are_named(tmp_path):
         load_parallel_corpus(DataArguments(train_file=str(tsv), target_lang="zh", tsv_languages=["en", "de"]), seed=0)
     jsonl = tmp_path / "pairs.jsonl"
     jsonl.write_text(json.dumps({"translation": {"en": "a", "de": "b"}}) + "\n", encoding="utf-8")
-    with pytest.raises(
-        CorpusError, match=r"pairs\.jsonl, line 1: no 'fr' translation \(languages there: \['de', 'en'\]\)"
-    ):
+    with pytest.raises(CorpusError, match=r"pairs\.jsonl, line 1: no 'fr' translation \(keys there: \['de', 'en'\]\)"):
         load_parallel_corpus(DataArguments(train_file=str(jsonl), target_lang="fr"), seed=0)
 
 
@@ -303,9 +313,13 @@ def test_empty_files_and_a_cut_off_gzip_file_are_named(tmp_path):
     "line, message",
     [
         ('{"translation": {"en": "a", "de": 5}}', r"line 2: the 'de' translation is 5, not a string"),
-        ('{"translation": {"en": "a", "de": "b"}', r"line 2: not JSON \(Expecting ',' delimiter at column 39\)"),
-        ('["en", "de"]', r"line 2: no 'translation' object \(found: list\)"),
-        ('{"en": "a", "de": "b"}', r"line 2: no 'translation' object \(found: \['de', 'en'\]\)"),
+        ('{"translation": {"en": "a", "de": null}}', r"line 2: the 'de' translation is None, not a string"),
+        ('{"translation": {"en": "a"}}', r"line 2: no 'de' translation \(keys there: \['en'\]\)"),
+        ('{"translation": {"en": "a", "de": "b', r"line 2: not JSON \(Unterminated string starting at: column 35\)"),
+        ('{"translation": {"en": "a", "de": "b"}', r"line 2: not JSON \(Expecting ',' delimiter: column 39\)"),
+        ('["en", "de"]', r"line 2: a list, not an object of translations"),
+        ('{"translation": "a"}', r"line 2: a str, not an object of translations"),
+        ('{"en": "a", "fr": "b"}', r"line 2: no 'de' translation \(keys there: \['en', 'fr'\]\)"),
     ],
 )
 def test_bad_jsonl_values_name_the_line(tmp_path, line, message):

@@ -182,7 +182,8 @@ def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int]) -> Iterator[dic
 
 
 def read_jsonl(path: Path, source_lang: str, target_lang: str) -> Dataset:
-    """JSON lines in the Hub's translation format: {"translation": {"en": "...", "de": "..."}}."""
+    """JSON lines in the Hub's translation format, {"translation": {"en": "...", "de": "..."}}, or one key per language,
+    {"en": "...", "de": "..."}, as pandas writes a table's rows (`to_json(orient="records", lines=True)`)."""
     return pairs_dataset(jsonl_pairs, (path,), languages=(source_lang, target_lang))
 
 
@@ -195,14 +196,13 @@ def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise CorpusError(f"{where}: not JSON ({error.msg} at column {error.colno}).") from None
-        pair = record.get("translation") if isinstance(record, dict) else None
+            raise CorpusError(f"{where}: not JSON ({error.msg}: column {error.colno}).") from None  # json's own form
+        pair = record.get("translation", record) if isinstance(record, dict) else record
         if not isinstance(pair, dict):
-            found = sorted(record) if isinstance(record, dict) else type(record).__name__
-            raise CorpusError(f"{where}: no 'translation' object (found: {found}).")
+            raise CorpusError(f"{where}: a {type(pair).__name__}, not an object of translations.")
         for lang in languages:
-            if pair.get(lang) is None:
-                raise CorpusError(f"{where}: no {lang!r} translation (languages there: {sorted(pair)}).")
+            if lang not in pair:
+                raise CorpusError(f"{where}: no {lang!r} translation (keys there: {sorted(pair)}).")
             if not isinstance(pair[lang], str):
                 raise CorpusError(f"{where}: the {lang!r} translation is {pair[lang]!r}, not a string.")
         yield {"source": pair[languages[0]], "target": pair[languages[1]]}
