@@ -64,16 +64,35 @@ def test_jsonl_in_the_hub_translation_format(tmp_path):
     assert corpus["train"].num_rows == corpus["test_train"].num_rows == 8
 
 
-def test_jsonl_of_one_key_per_language_as_pandas_writes_a_tables_rows(tmp_path):
+@pytest.mark.parametrize("lines", [True, False], ids=["json-lines", "one-array"])
+def test_json_of_one_key_per_language_as_pandas_writes_a_tables_rows(tmp_path, lines):
     import pandas  # datasets requires it
 
-    path = tmp_path / "train.jsonl"
+    path = tmp_path / ("train.jsonl" if lines else "train.json")
     table = pandas.DataFrame({"id": range(len(PAIRS)), "en": [e for e, _ in PAIRS], "de": [d for _, d in PAIRS]})
-    table.to_json(path, orient="records", lines=True, force_ascii=False)
+    table.to_json(path, orient="records", lines=lines, force_ascii=False)
     args = DataArguments(train_file=str(path), validation_file=str(path), test_files=[str(path)])
     corpus = load_parallel_corpus(args, seed=0)
     assert corpus["validation"][3] == {"source": PAIRS[3][0], "target": PAIRS[3][1]}
     assert corpus["train"].num_rows == 8
+
+
+def test_a_json_array_of_the_hubs_records_as_json_dump_writes_it_and_its_errors(tmp_path):
+    path = tmp_path / "pairs.json"
+    records = [{"translation": {"en": e, "de": d}} for e, d in PAIRS]
+    path.write_text("\n" + json.dumps(records, indent=2, ensure_ascii=False), encoding="utf-8")
+    args = DataArguments(train_file=str(path), validation_file=str(path), test_files=[str(path)])
+    assert load_parallel_corpus(args, seed=0)["validation"]["source"] == [e for e, _ in PAIRS]
+    records[2] = {"translation": {"en": "a"}}
+    path.write_text(json.dumps(records, indent=2), encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"pairs\.json, item 3: no 'de' translation \(keys there: \['en'\]\)"):
+        load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
+    path.write_text("\n[\n" + json.dumps(records[0]) + ",\n" + json.dumps(records[1])[:-2] + "\n]\n", "utf-8")
+    with pytest.raises(CorpusError, match=r"pairs\.json, line 5: not JSON \(Expecting ',' delimiter: column 1\)"):
+        load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
+    path.write_text("[]\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"pairs\.json: an empty JSON array"):
+        load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
 
 
 def test_held_out_splits_are_deterministic_for_a_seed(tmp_path):

@@ -182,21 +182,14 @@ def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int]) -> Iterator[dic
 
 
 def read_jsonl(path: Path, source_lang: str, target_lang: str) -> Dataset:
-    """JSON lines in the Hub's translation format, {"translation": {"en": "...", "de": "..."}}, or one key per language,
-    {"en": "...", "de": "..."}, as pandas writes a table's rows (`to_json(orient="records", lines=True)`)."""
+    """JSON records in the Hub's translation format, {"translation": {"en": "...", "de": "..."}}, or one key per
+    language, {"en": "...", "de": "..."}, as pandas writes a table's rows: one a line (JSON Lines), or all in one JSON
+    array (`json.dump` of a list, pandas' `to_json(orient="records")`)."""
     return pairs_dataset(jsonl_pairs, (path,), languages=(source_lang, target_lang))
 
 
 def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
-    count = 0
-    for count, line in enumerate(read_lines(files[0]), start=1):
-        if not line.strip():
-            continue
-        where = f"{files[0]}, line {count}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise CorpusError(f"{where}: not JSON ({error.msg}: column {error.colno}).") from None  # json's own form
+    for where, record in json_records(files[0]):
         pair = record.get("translation", record) if isinstance(record, dict) else record
         if not isinstance(pair, dict):
             raise CorpusError(f"{where}: a {type(pair).__name__}, not an object of translations.")
@@ -206,8 +199,37 @@ def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
             if not isinstance(pair[lang], str):
                 raise CorpusError(f"{where}: the {lang!r} translation is {pair[lang]!r}, not a string.")
         yield {"source": pair[languages[0]], "target": pair[languages[1]]}
-    if count == 0:
-        raise CorpusError(f"{files[0]} is empty.")
+
+
+def json_records(path: Path) -> Iterator[tuple[str, object]]:
+    """Each record of a JSON Lines file, or of a file that holds one JSON array, with where it stands ("FILE, line N"
+    or "FILE, item N")."""
+    lines = enumerate(read_lines(path), start=1)
+    first = next(((number, line) for number, line in lines if line.strip()), None)
+    if first is None:
+        raise CorpusError(f"{path} is empty.")
+    lines = itertools.chain([first], lines)
+    if first[1].lstrip().startswith("["):
+        try:
+            items = json.loads("\n".join(line for _, line in lines))
+        except json.JSONDecodeError as error:
+            if error.msg != "Extra data":  # else a list a line: JSON Lines, whose records are refused as such
+                line = first[0] + error.lineno - 1
+                raise CorpusError(f"{path}, line {line}: not JSON ({error.msg}: column {error.colno}).") from None
+            lines = enumerate(read_lines(path), start=1)  # read again: the parse above consumed the lines
+        else:
+            if not items:
+                raise CorpusError(f"{path}: an empty JSON array.")
+            yield from ((f"{path}, item {index}", item) for index, item in enumerate(items, start=1))
+            return
+    for number, line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:  # json's own form of the message
+            raise CorpusError(f"{path}, line {number}: not JSON ({error.msg}: column {error.colno}).") from None
+        yield f"{path}, line {number}", record
 
 
 def read_csv(path: Path, source_lang: str, target_lang: str) -> Dataset:
@@ -262,7 +284,8 @@ def read_file(path: str, args: DataArguments) -> Dataset:
     if ".csv" in suffixes:
         return read_csv(Path(path), args.source_lang, args.target_lang)
     raise CorpusError(
-        f"{path}: unknown file type; use .tsv (or .txt), .csv or .jsonl (or --data_dir for line-aligned text files)."
+        f"{path}: unknown file type; use .tsv (or .txt), .csv, .jsonl or .json (or --data_dir for line-aligned text "
+        "files)."
     )
 
 
