@@ -1,4 +1,4 @@
-"""Our model against transformers' MarianMTModel at identical shapes, in one process, on identical batches.
+r"""Our model against transformers' MarianMTModel at identical shapes, in one process, on identical batches.
 
     python benchmarks/compare_marian.py                                  # synthetic batches, tiny/small/base, fp32
     python benchmarks/compare_marian.py --sizes base big --dtypes bf16 --train-batch 192 64   # on a GPU

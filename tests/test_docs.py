@@ -1,7 +1,8 @@
 """Every Python example of the READMEs (English and Chinese) and of docs/ runs as written, on the smoke run's folder
 instead of the Multi30K or Tatoeba one, each page in a fresh Python (one page's examples in order, as a reader would
-paste them)."""
+paste them); the commands' help texts read as their source writes them."""
 
+import ast
 import re
 
 import pytest
@@ -28,3 +29,19 @@ def test_the_pages_python_examples_run(page, smoke_run, tmp_path):
     ):
         code = code.replace(name, str(replacement))
     run_python(code, tmp_path, without=())  # raises, with the page's traceback, where an example fails
+
+
+def test_module_docstrings_which_the_commands_print_as_help_hold_no_escape_sequence():
+    """A module's docstring is its command's --help text: in a plain string a "\\n" becomes a line break and a
+    backslash that continues a shell line joins the two lines, so a docstring with a backslash is raw or doubles it."""
+    unescaped = []
+    for path in sorted(ROOT.glob("[!.]*/**/*.py")):
+        if path.relative_to(ROOT).parts[0] in {"build", "runs"}:
+            continue
+        source = path.read_text(encoding="utf-8")
+        body = ast.parse(source).body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            literal = ast.get_source_segment(source, body[0].value)
+            if not literal.lower().startswith("r") and "\\" in literal.replace("\\\\", ""):
+                unescaped.append(str(path.relative_to(ROOT)))
+    assert not unescaped, f"docstrings with a backslash that Python reads as an escape: {unescaped}"

@@ -1,4 +1,4 @@
-"""Translate with a trained model folder.
+r"""Translate with a trained model folder.
 
 vt-translate --model runs/multi30k_en_de "A dog runs on the grass." "Two men play football."
 vt-translate --model runs/multi30k_en_de < source.txt > translations.txt

@@ -1,4 +1,4 @@
-"""The pictures of `vanilla_transformer.visualization` from the command line (needs `pip install .[viz]`).
+r"""The pictures of `vanilla_transformer.visualization` from the command line (needs `pip install .[viz]`).
 
 vt-visualize attention --model runs/multi30k_en_de --source "Two dogs play in the snow." \
     --kind cross --output cross_attention.png             # without --target: the model's own translation
