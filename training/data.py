@@ -61,12 +61,14 @@ class DataArguments:
     validation_prefix: str | None = field(default="val", metadata={"help": "With --data_dir: validation prefix."})
     test_prefixes: list[str] = field(default_factory=list, metadata={"help": "With --data_dir: test prefixes."})
     train_file: str | None = field(
-        default=None, metadata={"help": "A .tsv (or tab-separated .txt), .csv or .jsonl training file."}
+        default=None, metadata={"help": "A .tsv (or tab-separated .txt), .csv, .jsonl or .json training file."}
     )
     validation_file: str | None = field(
-        default=None, metadata={"help": "A .tsv, .txt, .csv or .jsonl validation file."}
+        default=None, metadata={"help": "A .tsv, .txt, .csv, .jsonl or .json validation file."}
     )
-    test_files: list[str] = field(default_factory=list, metadata={"help": ".tsv, .txt, .csv or .jsonl test files."})
+    test_files: list[str] = field(
+        default_factory=list, metadata={"help": ".tsv, .txt, .csv, .jsonl or .json test files."}
+    )
     tsv_languages: list[str] = field(
         default_factory=list,
         metadata={"help": "Language of each TSV column, e.g. en zh (further columns are ignored)."},
