@@ -108,6 +108,11 @@ def too_few_pairs_to_hold_out(d: Path):
     load(train_file=str(d / "pairs.tsv"))
 
 
+def row_numbers_as_a_language(d: Path):
+    (d / "pairs.tsv").write_text("".join(f"{i}\tdog {i}\tHund {i}\n" for i in range(1200)), encoding="utf-8")
+    load(train_file=str(d / "pairs.tsv"))
+
+
 def jsonl_number(d: Path):
     (d / "pairs.jsonl").write_text('{"translation": {"en": "a", "de": 5}}\n', encoding="utf-8")
     load(train_file=str(d / "pairs.jsonl"))
@@ -589,6 +594,11 @@ CASES = [
         tsv_in_the_other_order,
     ),
     ("training data", "a TSV of 300 pairs, no validation file (1,000 held out by default)", too_few_pairs_to_hold_out),
+    (
+        "training data",
+        'a TSV whose first column holds row numbers (pandas\' `to_csv(sep="\\t", header=False)`), no `--tsv_languages`',
+        row_numbers_as_a_language,
+    ),
     ("training data", "a JSONL value that is not a string", jsonl_number),
     ("training data", "a JSONL line that is not JSON", jsonl_not_json),
     ("training data", "`--data_dir` and `--train_file` both on the command line", two_sources),

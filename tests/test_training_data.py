@@ -95,6 +95,39 @@ def test_a_json_array_of_the_hubs_records_as_json_dump_writes_it_and_its_errors(
         load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
 
 
+@pytest.mark.parametrize("index", [True, False], ids=["with-row-numbers", "without"])
+def test_a_tsv_header_row_that_names_both_languages_names_the_columns_as_pandas_writes_it(tmp_path, index):
+    import pandas  # datasets requires it
+
+    path = tmp_path / "pairs.tsv"
+    pandas.DataFrame({"de": [d for _, d in PAIRS], "en": [e for e, _ in PAIRS]}).to_csv(path, sep="\t", index=index)
+    args = DataArguments(train_file=str(path), validation_file=str(path), test_files=[str(path)])
+    corpus = load_parallel_corpus(args, seed=0)
+    assert corpus["validation"]["source"] == [e for e, _ in PAIRS]  # no header pair, the columns by name
+    assert corpus["validation"]["target"] == [d for _, d in PAIRS]
+
+
+def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_to_name(tmp_path):
+    tsv, csv_file = tmp_path / "pairs.tsv", tmp_path / "pairs.csv"
+    tsv.write_text("".join(f"{i}\t{e}\t{d}\n" for i, (e, d) in enumerate(PAIRS)), encoding="utf-8")
+    with pytest.raises(
+        CorpusError,
+        match=r"pairs\.tsv: 8 of the first 8 texts read as --source_lang en hold no letter \('0', '1', '2'\): a "
+        r"column of row numbers or ids\? Name every column in order, that one too: --tsv_languages id en de\.",
+    ):
+        load_parallel_corpus(DataArguments(train_file=str(tsv), split_validation_size=2, split_test_size=2), seed=0)
+    args = DataArguments(
+        train_file=str(tsv), split_validation_size=2, split_test_size=2, tsv_languages=["id", "en", "de"]
+    )
+    assert set(load_parallel_corpus(args, seed=0)["train"]["target"]) < {d for _, d in PAIRS}
+    csv_file.write_text("en,de\n" + "".join(f"{e},{i}\n" for i, (e, _) in enumerate(PAIRS)), encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"texts read as --target_lang de hold no letter .* the file names 'de'"):
+        load_parallel_corpus(DataArguments(train_file=str(csv_file)), seed=0)
+    # A few texts without letters (numbers, prices) are a corpus's own.
+    tsv.write_text("".join(f"{e}\t{d}\n" for e, d in PAIRS[:6]) + "1999\t1999\n42 €\t42 €\n", encoding="utf-8")
+    load_parallel_corpus(DataArguments(train_file=str(tsv), split_validation_size=2, split_test_size=2), seed=0)
+
+
 def test_held_out_splits_are_deterministic_for_a_seed(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("".join(f"english {i}\tdeutsch {i}\n" for i in range(60)), encoding="utf-8")

@@ -71,7 +71,10 @@ class DataArguments:
     )
     tsv_languages: list[str] = field(
         default_factory=list,
-        metadata={"help": "Language of each TSV column, e.g. en zh (further columns are ignored)."},
+        metadata={
+            "help": "Language of each TSV column, e.g. en zh (further columns are ignored); a first line that names "
+            "both languages is a header row, which names them instead."
+        },
     )
     split_validation_size: int = field(
         default=1000, metadata={"help": "Pairs held out from train for validation when the source has none."}
@@ -160,18 +163,33 @@ def language_file(prefix: Path, lang: str) -> Path:
 
 
 def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: str) -> Dataset:
-    """Tab-separated columns, one language each (named by `languages`); further columns (attribution) are kept out."""
+    """Tab-separated columns, one language each: named by a header row that names both languages (as pandas'
+    `to_csv(sep="\\t")` writes one), else by `languages`; further columns (attribution, a row number) are kept out."""
+    header = tsv_header(path, (source_lang, target_lang))
+    if header:
+        logger.info("%s: its first line names the columns: %s", path, header)
     for lang in (source_lang, target_lang):
-        if lang not in languages:
+        if lang not in (header or languages):
             raise CorpusError(f"{path}: unknown language code {lang!r}; its columns are {languages} (--tsv_languages).")
-    columns = (languages.index(source_lang), languages.index(target_lang), len(languages))
-    return pairs_dataset(tsv_pairs, (path,), columns=columns)
+    names = header or languages
+    source_column, target_column = names.index(source_lang), names.index(target_lang)
+    expected = max(source_column, target_column) + 1 if header else len(languages)
+    return pairs_dataset(tsv_pairs, (path,), columns=(source_column, target_column, expected), skip=int(bool(header)))
 
 
-def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int]) -> Iterator[dict]:
+def tsv_header(path: Path, languages: tuple[str, str]) -> list[str] | None:
+    """The first line's fields where they name both languages (a header row), else None."""
+    lines = read_lines(path)
+    first = next(lines, None)
+    lines.close()
+    named = [field.strip() for field in (first or "").split("\t")]
+    return named if all(lang in named for lang in languages) else None
+
+
+def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int], skip: int) -> Iterator[dict]:
     source_column, target_column, expected = columns
     count = 0
-    for count, line in enumerate(read_lines(files[0]), start=1):
+    for count, line in itertools.islice(enumerate(read_lines(files[0]), start=1), skip, None):
         if not line.strip():  # a blank line is an empty pair, dropped later with a count
             yield {"source": "", "target": ""}
             continue
@@ -357,6 +375,22 @@ def check_language_order(dataset: Dataset, path: str, args: DataArguments) -> No
         raise CorpusError(f"{found} (the file names each text's language: check which it names).")
 
 
+def check_sides_hold_words(dataset: Dataset, path: str, args: DataArguments) -> None:
+    """Refuse a file where most texts of one side hold no letter: a column of row numbers or ids read as a language,
+    as a table's index is where pandas writes it beside the sentences."""
+    sample = dataset.select(range(min(SCRIPT_SAMPLE, dataset.num_rows)))
+    for side, lang in (("source", args.source_lang), ("target", args.target_lang)):
+        texts = [text for text in column_values(sample, side) if text.strip()]
+        bare = [text for text in texts if not any(character.isalpha() for character in text)]
+        if len(bare) > len(texts) / 2:
+            found = f"{path}: {len(bare)} of the first {len(texts)} texts read as --{side}_lang {lang} hold no letter "
+            found += f"({', '.join(map(repr, bare[:3]))}): a column of row numbers or ids?"
+            if is_tsv(path):
+                columns = " ".join(tsv_columns(args))
+                raise CorpusError(f"{found} Name every column in order, that one too: --tsv_languages id {columns}.")
+            raise CorpusError(f"{found} Check which column the file names {lang!r}.")
+
+
 # The corpus ----------------------------------------------------------------------------------------------------------
 
 
@@ -377,6 +411,7 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
         corpus = DatasetDict({split: read_file(path, args) for split, path in files.items()})
         for split, path in files.items():
             check_language_order(corpus[split], path, args)
+            check_sides_hold_words(corpus[split], path, args)
 
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")
     corpus = held_out_splits(corpus, args, seed)
