@@ -128,6 +128,44 @@ def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_
     load_parallel_corpus(DataArguments(train_file=str(tsv), split_validation_size=2, split_test_size=2), seed=0)
 
 
+def test_parquet_tables_as_files_and_as_a_local_dataset_with_their_nulls_and_errors(tmp_path):
+    import pandas  # datasets requires it
+
+    english, german = [e for e, _ in PAIRS], [d for _, d in PAIRS]
+    columns = pandas.DataFrame({"de": german, "en": english})
+    nested = pandas.DataFrame({"translation": [{"en": e, "de": d} for e, d in PAIRS]})
+    for name, table in (("columns", columns), ("nested", nested)):
+        table.to_parquet(tmp_path / f"{name}.parquet")
+        path = str(tmp_path / f"{name}.parquet")
+        corpus = load_parallel_corpus(DataArguments(train_file=path, validation_file=path, test_files=[path]), seed=0)
+        assert corpus["validation"]["source"] == english and corpus[f"test_{name}"]["target"] == german
+
+    # A folder of Parquet splits, as the Hub stores a dataset: a null text is an empty one, dropped from training.
+    (tmp_path / "hub").mkdir()
+    columns.assign(de=[None] + german[1:]).to_parquet(tmp_path / "hub" / "train.parquet")
+    columns.to_parquet(tmp_path / "hub" / "validation.parquet")
+    args = DataArguments(dataset_name=str(tmp_path / "hub"), split_test_size=2)
+    corpus = load_parallel_corpus(args, seed=0)
+    assert corpus["train"].num_rows == len(PAIRS) - 1 - 2 and corpus["validation"]["source"] == english
+    nested.to_parquet(tmp_path / "hub" / "train.parquet")
+    with pytest.raises(CorpusError, match=r"hub: cannot be read \(Couldn't cast .* because column names don't match\)"):
+        load_parallel_corpus(args, seed=0)  # one split of one key per language, the other of a translation column
+    (tmp_path / "hub" / "validation.parquet").unlink()
+    nested.assign(translation=[{"en": e, "fr": d} for e, d in PAIRS]).to_parquet(tmp_path / "hub" / "train.parquet")
+    with pytest.raises(
+        CorpusError, match=r"split train: its 'translation' column has no 'de' \(languages: \['en', 'fr'\]\)"
+    ):
+        load_parallel_corpus(args, seed=0)
+    columns.assign(de=range(len(PAIRS))).to_parquet(tmp_path / "hub" / "train.parquet")
+    with pytest.raises(
+        CorpusError, match=r"hub, split train: the 'de' texts are of type Value\('int64'\), not strings"
+    ):
+        load_parallel_corpus(args, seed=0)
+    (tmp_path / "pairs.parquet").write_text("en\tde\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"pairs\.parquet: not a Parquet table \("):
+        load_parallel_corpus(DataArguments(train_file=str(tmp_path / "pairs.parquet")), seed=0)
+
+
 def test_held_out_splits_are_deterministic_for_a_seed(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("".join(f"english {i}\tdeutsch {i}\n" for i in range(60)), encoding="utf-8")

@@ -23,6 +23,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from datasets import Dataset, DatasetDict, Features, Value, load_dataset
 from datasets.exceptions import DatasetGenerationError
 from transformers import PreTrainedTokenizerFast
@@ -303,39 +304,80 @@ def read_file(path: str, args: DataArguments) -> Dataset:
         return read_jsonl(Path(path), args.source_lang, args.target_lang)
     if ".csv" in suffixes:
         return read_csv(Path(path), args.source_lang, args.target_lang)
+    if ".parquet" in suffixes:
+        return read_parquet(Path(path), args)
     raise CorpusError(
-        f"{path}: unknown file type; use .tsv (or .txt), .csv, .jsonl or .json (or --data_dir for line-aligned text "
-        "files)."
+        f"{path}: unknown file type; use .tsv (or .txt), .csv, .jsonl, .json or .parquet (or --data_dir for "
+        "line-aligned text files)."
     )
 
 
 def read_hub_dataset(args: DataArguments) -> DatasetDict:
-    """A Hub dataset with a "translation" column (wmt14) or one column per language (bentrevett/multi30k)."""
+    """A Hub dataset (or a local folder or script that `load_dataset` reads) of translation pairs."""
     try:
         raw = load_dataset(args.dataset_name, args.dataset_config_name)
     except (OSError, ValueError) as error:  # not on the Hub, unreachable (offline), or no such configuration
         raise CorpusError(f"--dataset_name {args.dataset_name}: cannot be loaded ({first_line(error)})") from None
+    except DatasetGenerationError as error:  # its files disagree, as splits whose columns differ
+        lines = str(error.__cause__ or error).splitlines()
+        found = " ... ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else type(error).__name__
+        raise CorpusError(f"--dataset_name {args.dataset_name}: cannot be read ({found})") from None
     pairs = DatasetDict()
     for split, dataset in raw.items():
-        if "translation" in dataset.column_names:
-            dataset = dataset.map(
-                lambda b: {
-                    "source": [t[args.source_lang] for t in b["translation"]],
-                    "target": [t[args.target_lang] for t in b["translation"]],
-                },
-                batched=True,
-                remove_columns=dataset.column_names,
-            )
-        elif {args.source_lang, args.target_lang} <= set(dataset.column_names):
-            dataset = dataset.select_columns([args.source_lang, args.target_lang])
-            dataset = dataset.rename_columns({args.source_lang: "source", args.target_lang: "target"})
-        else:
-            raise CorpusError(
-                f"Hub dataset {args.dataset_name}, split {split}: no 'translation' column and no columns "
-                f"{args.source_lang!r}/{args.target_lang!r} (columns: {dataset.column_names})."
-            )
-        pairs["validation" if split == "valid" else split] = dataset
+        where = f"--dataset_name {args.dataset_name}, split {split}"
+        pairs["validation" if split == "valid" else split] = table_pairs(dataset, args, where)
     return pairs
+
+
+def read_parquet(path: Path, args: DataArguments) -> Dataset:
+    """A Parquet table, as the Hub stores datasets and pandas' `to_parquet` writes a table."""
+    try:
+        pq.read_schema(path)  # before datasets, which would log its own error first
+    except (OSError, pa.ArrowException) as error:
+        raise CorpusError(f"{path}: not a Parquet table ({first_line(error)}).") from None
+    dataset = Dataset.from_parquet(str(path))
+    return table_pairs(dataset, args, str(path))
+
+
+def table_pairs(dataset: Dataset, args: DataArguments, where: str) -> Dataset:
+    """The "source"/"target" columns of a table of pairs: from its "translation" column of {language: text} (wmt14)
+    or from one column per language (bentrevett/multi30k). A missing text (null) is read as an empty one, as a blank
+    line of a text file is: training drops such pairs, with a count."""
+    sides = (args.source_lang, args.target_lang)
+    nested = "translation" in dataset.column_names
+    if nested:
+        texts = translation_languages(dataset.features["translation"])
+    elif all(lang in dataset.column_names for lang in sides):
+        texts = {lang: dataset.features[lang] for lang in sides}
+    else:
+        raise CorpusError(
+            f"{where}: no 'translation' column and no columns {args.source_lang!r}/{args.target_lang!r} "
+            f"(columns: {dataset.column_names})."
+        )
+    for lang in sides:
+        if lang not in texts:
+            raise CorpusError(f"{where}: its 'translation' column has no {lang!r} (languages: {sorted(texts)}).")
+        if getattr(texts[lang], "dtype", None) not in ("string", "large_string"):
+            raise CorpusError(f"{where}: the {lang!r} texts are of type {texts[lang]}, not strings.")
+
+    def texts_of(batch: dict, lang: str) -> list[str]:
+        values = [(row or {}).get(lang) for row in batch["translation"]] if nested else batch[lang]
+        return [text or "" for text in values]
+
+    return dataset.map(
+        lambda batch: {"source": texts_of(batch, sides[0]), "target": texts_of(batch, sides[1])},
+        batched=True,
+        remove_columns=dataset.column_names,
+        features=PAIR_FEATURES,
+    )
+
+
+def translation_languages(feature: object) -> dict:
+    """The languages of a "translation" column, each with the type of its texts: datasets' `Translation` feature
+    names them, a table's column of dicts (pandas' `to_parquet`) types each."""
+    if isinstance(feature, dict):
+        return dict(feature)
+    return dict.fromkeys(getattr(feature, "languages", []), Value("string"))
 
 
 # The languages' order: a file whose columns are the other way round would train the reversed direction -------------
