@@ -113,7 +113,8 @@ def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_
     with pytest.raises(
         CorpusError,
         match=r"pairs\.tsv: 8 of the first 8 texts read as --source_lang en hold no letter \('0', '1', '2'\): a "
-        r"column of row numbers or ids\? Name every column in order, that one too: --tsv_languages id en de\.",
+        r"column of row numbers or ids\? Name every column in order, that one too \(row numbers first: "
+        r"--tsv_languages id en de\)\.",
     ):
         load_parallel_corpus(DataArguments(train_file=str(tsv), split_validation_size=2, split_test_size=2), seed=0)
     args = DataArguments(

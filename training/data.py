@@ -62,13 +62,14 @@ class DataArguments:
     validation_prefix: str | None = field(default="val", metadata={"help": "With --data_dir: validation prefix."})
     test_prefixes: list[str] = field(default_factory=list, metadata={"help": "With --data_dir: test prefixes."})
     train_file: str | None = field(
-        default=None, metadata={"help": "A .tsv (or tab-separated .txt), .csv, .jsonl or .json training file."}
+        default=None,
+        metadata={"help": "A .tsv (or tab-separated .txt), .csv, .jsonl, .json or .parquet training file."},
     )
     validation_file: str | None = field(
-        default=None, metadata={"help": "A .tsv, .txt, .csv, .jsonl or .json validation file."}
+        default=None, metadata={"help": "A .tsv, .txt, .csv, .jsonl, .json or .parquet validation file."}
     )
     test_files: list[str] = field(
-        default_factory=list, metadata={"help": ".tsv, .txt, .csv, .jsonl or .json test files."}
+        default_factory=list, metadata={"help": ".tsv, .txt, .csv, .jsonl, .json or .parquet test files."}
     )
     tsv_languages: list[str] = field(
         default_factory=list,
@@ -380,8 +381,8 @@ def translation_languages(feature: object) -> dict:
     return dict.fromkeys(getattr(feature, "languages", []), Value("string"))
 
 
-# The languages' order: a file whose columns are the other way round would train the reversed direction -------------
-# Only languages written in scripts of their own can be told apart this way (zh from en, never de from en).
+# What a file's columns hold: languages named the other way round, or a column of row numbers, would train garbage ---
+# Only languages written in scripts of their own can be told apart (zh from en, never de from en).
 
 SCRIPT_SAMPLE = 1000  # pairs read to tell the scripts apart
 
@@ -428,8 +429,10 @@ def check_sides_hold_words(dataset: Dataset, path: str, args: DataArguments) -> 
             found = f"{path}: {len(bare)} of the first {len(texts)} texts read as --{side}_lang {lang} hold no letter "
             found += f"({', '.join(map(repr, bare[:3]))}): a column of row numbers or ids?"
             if is_tsv(path):
-                columns = " ".join(tsv_columns(args))
-                raise CorpusError(f"{found} Name every column in order, that one too: --tsv_languages id {columns}.")
+                columns = " ".join(["id", *tsv_columns(args)])
+                raise CorpusError(
+                    f"{found} Name every column in order, that one too (row numbers first: --tsv_languages {columns})."
+                )
             raise CorpusError(f"{found} Check which column the file names {lang!r}.")
 
 
