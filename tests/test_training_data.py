@@ -3,6 +3,8 @@
 import gzip
 import json
 import logging
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -365,6 +367,22 @@ def test_a_changed_file_is_read_again_not_taken_from_the_cache(tmp_path):
     assert load_parallel_corpus(args, seed=0)["train"][0]["source"] == PAIRS[0][0]
     write_pairs(tmp_path, "train", [("changed", "geändert"), *PAIRS[1:]])
     assert load_parallel_corpus(args, seed=0)["train"][0]["source"] == "changed"
+
+
+def test_a_file_cached_by_another_version_of_the_readers_is_read_again(tmp_path, monkeypatch):
+    from vanilla_transformer.training import data
+
+    (tmp_path / "pairs.txt").write_text("one\n", encoding="utf-8")
+    read = ["first"]
+
+    def cached_pairs(files: tuple[Path]) -> Iterator[dict]:
+        yield {"source": read[0], "target": read[0]}
+
+    assert data.pairs_dataset(cached_pairs, (tmp_path / "pairs.txt",))["source"][:] == ["first"]
+    read[0] = "second"  # the same readers' code: the cache answers
+    assert data.pairs_dataset(cached_pairs, (tmp_path / "pairs.txt",))["source"][:] == ["first"]
+    monkeypatch.setattr(data, "READER_CODE", "another version")
+    assert data.pairs_dataset(cached_pairs, (tmp_path / "pairs.txt",))["source"][:] == ["second"]
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ Bad data raises `CorpusError` naming the file and line; empty pairs are dropped 
 
 import csv
 import hashlib
+import inspect
 import itertools
 import json
 import logging
@@ -111,12 +112,19 @@ class DataArguments:
 
 PAIR_FEATURES = Features({"source": Value("string"), "target": Value("string")})
 
+# The readers' code keys each cached dataset too: a file cached by another version of them is read again.
+READER_CODE = hashlib.sha256(
+    b"".join(Path(module).read_bytes() for module in (__file__, inspect.getsourcefile(read_lines)))
+).hexdigest()
+
 
 def pairs_dataset(pairs: Callable[..., Iterator[dict]], files: tuple[Path, ...], **options) -> Dataset:
     """The Dataset of what `pairs(files, **options)` yields, cached by `datasets` under the files' paths, sizes and
-    modification times (a changed file is read again). `files` is a tuple: `datasets` would shard a list."""
+    modification times and the readers' code (a changed file, or another version of the readers, reads it again).
+    `files` is a tuple: `datasets` would shard a list."""
     stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-    fingerprint = hashlib.sha256(repr((pairs.__name__, stats, sorted(options.items()))).encode()).hexdigest()[:32]
+    key = (pairs.__name__, stats, sorted(options.items()), READER_CODE)
+    fingerprint = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
     try:
         return Dataset.from_generator(
             pairs, features=PAIR_FEATURES, gen_kwargs={"files": files, **options}, fingerprint=fingerprint
