@@ -226,9 +226,10 @@ def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
         for lang in languages:
             if lang not in pair:
                 raise CorpusError(f"{where}: no {lang!r} translation (keys there: {sorted(pair)}).")
-            if not isinstance(pair[lang], str):
+            if not isinstance(pair[lang], str | None):
                 raise CorpusError(f"{where}: the {lang!r} translation is {pair[lang]!r}, not a string.")
-        yield {"source": pair[languages[0]], "target": pair[languages[1]]}
+        # A null text (pandas writes a missing value so) is an empty one, as in a table: training drops the pair.
+        yield {"source": pair[languages[0]] or "", "target": pair[languages[1]] or ""}
 
 
 def json_records(path: Path) -> Iterator[tuple[str, object]]:
