@@ -10,11 +10,11 @@ Bad data raises `CorpusError` naming the file and line; empty pairs are dropped 
 
 import csv
 import hashlib
-import inspect
 import itertools
 import json
 import logging
 import os
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -114,8 +114,8 @@ PAIR_FEATURES = Features({"source": Value("string"), "target": Value("string")})
 
 # The readers' code keys each cached dataset too: a file cached by another version of them is read again.
 READER_CODE = hashlib.sha256(
-    b"".join(Path(module).read_bytes() for module in (__file__, inspect.getsourcefile(read_lines)))
-).hexdigest()
+    b"".join(Path(sys.modules[name].__file__).read_bytes() for name in (__name__, read_lines.__module__))
+).hexdigest()  # the modules' files as installed: their source, or only their bytecode where that is all there is
 
 
 def pairs_dataset(pairs: Callable[..., Iterator[dict]], files: tuple[Path, ...], **options) -> Dataset:
