@@ -173,6 +173,30 @@ def test_parquet_tables_as_files_and_as_a_local_dataset_with_their_nulls_and_err
         load_parallel_corpus(DataArguments(train_file=str(tmp_path / "pairs.parquet")), seed=0)
 
 
+def test_folders_that_save_to_disk_wrote_are_read_in_place(tmp_path):
+    from datasets import Dataset, DatasetDict
+
+    english, german = [e for e, _ in PAIRS], [d for _, d in PAIRS]
+    nested = Dataset.from_dict({"translation": [{"en": e, "de": d} for e, d in PAIRS]})
+    nested.save_to_disk(tmp_path / "one")  # a single Dataset, which load_dataset refuses: the training split
+    corpus = load_parallel_corpus(
+        DataArguments(dataset_name=str(tmp_path / "one"), split_validation_size=2, split_test_size=2), seed=0
+    )
+    assert corpus["train"].num_rows == len(PAIRS) - 4 and set(corpus["test"]["target"]) < set(german)
+    columns = Dataset.from_dict({"de": german, "en": english})
+    DatasetDict(train=columns, validation=columns.select(range(2))).save_to_disk(tmp_path / "splits")
+    args = DataArguments(dataset_name=str(tmp_path / "splits"), split_test_size=2)
+    corpus = load_parallel_corpus(args, seed=0)
+    assert corpus["validation"]["source"] == english[:2] and corpus["train"].num_rows == len(PAIRS) - 2
+    args.dataset_config_name = "de-en"
+    with pytest.raises(
+        CorpusError,
+        match=r"splits: a folder that save_to_disk wrote has no configurations; leave out "
+        r"--dataset_config_name de-en\.$",
+    ):
+        load_parallel_corpus(args, seed=0)
+
+
 def test_held_out_splits_are_deterministic_for_a_seed(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("".join(f"english {i}\tdeutsch {i}\n" for i in range(60)), encoding="utf-8")

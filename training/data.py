@@ -25,7 +25,8 @@ from typing import ClassVar
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from datasets import Dataset, DatasetDict, Features, Value, load_dataset
+from datasets import Dataset, DatasetDict, Features, Value, load_dataset, load_from_disk
+from datasets import config as datasets_config
 from datasets.exceptions import DatasetGenerationError
 from transformers import PreTrainedTokenizerFast
 
@@ -53,7 +54,11 @@ class DataArguments:
     source_lang: str = field(default="en", metadata={"help": "Source language code, e.g. en."})
     target_lang: str = field(default="de", metadata={"help": "Target language code, e.g. de."})
     dataset_name: str | None = field(
-        default=None, metadata={"help": "A Hub dataset, e.g. wmt14 or bentrevett/multi30k."}
+        default=None,
+        metadata={
+            "help": "A Hub dataset, e.g. wmt14 or bentrevett/multi30k, or a local folder of one (as load_dataset reads "
+            "it, or as save_to_disk wrote it)."
+        },
     )
     dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration, e.g. de-en."})
     data_dir: str | None = field(
@@ -323,9 +328,20 @@ def read_file(path: str, args: DataArguments) -> Dataset:
 
 
 def read_hub_dataset(args: DataArguments) -> DatasetDict:
-    """A Hub dataset (or a local folder or script that `load_dataset` reads) of translation pairs."""
+    """A Hub dataset (or a local folder or script that `load_dataset` reads, or a folder that `save_to_disk` wrote) of
+    translation pairs."""
+    saved = saved_to_disk(args.dataset_name)
+    if saved and args.dataset_config_name:
+        raise CorpusError(
+            f"--dataset_name {args.dataset_name}: a folder that save_to_disk wrote has no configurations; leave out "
+            f"--dataset_config_name {args.dataset_config_name}."
+        )
     try:
-        raw = load_dataset(args.dataset_name, args.dataset_config_name)
+        raw = (
+            load_saved_dataset(args.dataset_name)
+            if saved
+            else load_dataset(args.dataset_name, args.dataset_config_name)
+        )
     except (OSError, ValueError) as error:  # not on the Hub, unreachable (offline), or no such configuration
         raise CorpusError(f"--dataset_name {args.dataset_name}: cannot be loaded ({first_line(error)})") from None
     except DatasetGenerationError as error:  # its files disagree, as splits whose columns differ
@@ -337,6 +353,22 @@ def read_hub_dataset(args: DataArguments) -> DatasetDict:
         where = f"--dataset_name {args.dataset_name}, split {split}"
         pairs["validation" if split == "valid" else split] = table_pairs(dataset, args, where)
     return pairs
+
+
+def saved_to_disk(name: str) -> bool:
+    """Whether `name` is a folder that `Dataset.save_to_disk` or `DatasetDict.save_to_disk` wrote, which
+    `load_dataset` refuses (a Dataset's) or copies into its cache (a DatasetDict's)."""
+    folder = Path(name)
+    return (folder / datasets_config.DATASET_STATE_JSON_FILENAME).is_file() or (
+        folder / datasets_config.DATASETDICT_JSON_FILENAME
+    ).is_file()
+
+
+def load_saved_dataset(folder: str) -> DatasetDict:
+    """A `save_to_disk` folder's splits, read in place; a single Dataset's is the training split (validation and test
+    are then held out of it)."""
+    saved = load_from_disk(folder)
+    return saved if isinstance(saved, DatasetDict) else DatasetDict(train=saved)
 
 
 def read_parquet(path: Path, args: DataArguments) -> Dataset:
