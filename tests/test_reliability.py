@@ -149,6 +149,12 @@ def unreachable_hub_dataset(d: Path):
         load(dataset_name="wmt14", dataset_config_name="de-en")
 
 
+def dataset_without_a_training_split(d: Path):
+    pairs = datasets.Dataset.from_dict({"en": ["A dog runs."], "de": ["Ein Hund rennt."]})
+    datasets.DatasetDict(dev=pairs, devtest=pairs).save_to_disk(d / "flores")
+    load(dataset_name=str(d / "flores"))
+
+
 def every_pair_too_long(d: Path):
     for prefix in ("train", "test"):
         write_pairs(d, prefix, *("".join(p[i] + "\n" for p in PAIRS).encode() for i in (0, 1)))
@@ -611,6 +617,11 @@ CASES = [
     ),
     ("training data", "`--max_source_length 2`: every pair is longer", every_pair_too_long),
     ("training data", "`--dataset_name wmt14` with the Hub out of reach", unreachable_hub_dataset),
+    (
+        "training data",
+        "`--dataset_name` a dataset without a training split (FLORES's `dev` and `devtest`)",
+        dataset_without_a_training_split,
+    ),
     ("vt-train", "a misspelled setting in the YAML config", misspelled_setting),
     ("vt-train", "`--output_dir` names a file", output_dir_a_file),
     ("vt-train", "`--resume_from_checkpoint` names no checkpoint", resume_from_nothing),

@@ -197,6 +197,23 @@ def test_folders_that_save_to_disk_wrote_are_read_in_place(tmp_path):
         load_parallel_corpus(args, seed=0)
 
 
+def test_a_datasets_splits_named_as_datasets_names_them(tmp_path, caplog):
+    from datasets import Dataset, DatasetDict
+
+    pairs = Dataset.from_dict({"en": [e for e, _ in PAIRS], "de": [d for _, d in PAIRS]})
+    DatasetDict(training=pairs, dev=pairs.select(range(2)), devtest=pairs.select(range(2, 4))).save_to_disk(
+        tmp_path / "flores"
+    )
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.training.data"):
+        corpus = load_parallel_corpus(DataArguments(dataset_name=str(tmp_path / "flores")), seed=0)
+    assert sorted(corpus) == ["devtest", "train", "validation"] and corpus["train"].num_rows == len(PAIRS)
+    assert corpus["validation"]["target"] == [d for _, d in PAIRS[:2]]  # nothing held out of the training pairs
+    assert "split 'dev' is the validation split" in caplog.text
+    DatasetDict(dev=pairs, devtest=pairs).save_to_disk(tmp_path / "evaluation")
+    with pytest.raises(CorpusError, match=r"evaluation: no training split \(its splits: dev, devtest\)\.$"):
+        load_parallel_corpus(DataArguments(dataset_name=str(tmp_path / "evaluation")), seed=0)
+
+
 def test_held_out_splits_are_deterministic_for_a_seed(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("".join(f"english {i}\tdeutsch {i}\n" for i in range(60)), encoding="utf-8")

@@ -348,11 +348,30 @@ def read_hub_dataset(args: DataArguments) -> DatasetDict:
         lines = str(error.__cause__ or error).splitlines()
         found = " ... ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else type(error).__name__
         raise CorpusError(f"--dataset_name {args.dataset_name}: cannot be read ({found})") from None
+    roles = split_roles(list(raw))
+    if "train" not in roles.values():
+        raise CorpusError(f"--dataset_name {args.dataset_name}: no training split (its splits: {', '.join(raw)}).")
     pairs = DatasetDict()
     for split, dataset in raw.items():
-        where = f"--dataset_name {args.dataset_name}, split {split}"
-        pairs["validation" if split == "valid" else split] = table_pairs(dataset, args, where)
+        if roles[split] != split:
+            logger.info("--dataset_name %s: split %r is the %s split", args.dataset_name, split, roles[split])
+        pairs[roles[split]] = table_pairs(dataset, args, f"--dataset_name {args.dataset_name}, split {split}")
     return pairs
+
+
+# The names that datasets' own file patterns read as a training or a validation split (datasets.data_files).
+SPLIT_NAMES = {"train": ("train", "training"), "validation": ("validation", "valid", "dev", "val")}
+
+
+def split_roles(splits: list[str]) -> dict[str, str]:
+    """Each split's name in the corpus: the first one named as a training (validation) split is "train"
+    ("validation"); the rest keep their names and are test splits."""
+    roles = {}
+    for role, names in SPLIT_NAMES.items():
+        found = next((name for name in names if name in splits), None)
+        if found:
+            roles[found] = role
+    return {split: roles.get(split, split) for split in splits}
 
 
 def saved_to_disk(name: str) -> bool:
