@@ -444,7 +444,7 @@ def translation_languages(feature: object) -> dict:
 # What a file's columns hold: languages named the other way round, or a column of row numbers, would train garbage ---
 # Only languages written in scripts of their own can be told apart (zh from en, never de from en).
 
-SCRIPT_SAMPLE = 1000  # pairs read to tell the scripts apart
+COLUMN_SAMPLE = 1000  # pairs read to check what a file's columns hold
 
 
 def share_in_script(texts: list[str], script: str) -> float:
@@ -455,14 +455,19 @@ def share_in_script(texts: list[str], script: str) -> float:
     return inside / len(letters) if letters else 0.0
 
 
-def check_language_order(dataset: Dataset, path: str, args: DataArguments) -> None:
+def first_texts(dataset: Dataset) -> dict[str, list[str]]:
+    """The first COLUMN_SAMPLE pairs' texts, by side: what the checks below read, once for both."""
+    sample = dataset.select(range(min(COLUMN_SAMPLE, dataset.num_rows)))
+    return {side: column_values(sample, side) for side in TEXT_COLUMNS}
+
+
+def check_language_order(texts: dict[str, list[str]], path: str, args: DataArguments) -> None:
     """Refuse a file whose source text is in the target language's script and whose target text is in the source
     language's: its languages are named the other way round (for a TSV, the usual cause is --tsv_languages left out)."""
     scripts = script_of(args.source_lang), script_of(args.target_lang)
     if None in scripts or SCRIPTS[scripts[0]][0] & SCRIPTS[scripts[1]][0]:  # no script, or a shared one
         return
-    sample = dataset.select(range(min(SCRIPT_SAMPLE, dataset.num_rows)))
-    source, target = column_values(sample, "source"), column_values(sample, "target")
+    source, target = texts["source"], texts["target"]
     # Each side mostly in the other's script (and so, the scripts being disjoint, mostly not in its own).
     if share_in_script(source, scripts[1]) > 0.5 and share_in_script(target, scripts[0]) > 0.5:
         found = (
@@ -478,16 +483,15 @@ def check_language_order(dataset: Dataset, path: str, args: DataArguments) -> No
         raise CorpusError(f"{found} (the file names each text's language: check which it names).")
 
 
-def check_sides_hold_words(dataset: Dataset, path: str, args: DataArguments) -> None:
+def check_sides_hold_words(texts: dict[str, list[str]], path: str, args: DataArguments) -> None:
     """Refuse a file where most texts of one side hold no letter: a column of row numbers or ids read as a language,
     as a table's index is where pandas writes it beside the sentences."""
-    sample = dataset.select(range(min(SCRIPT_SAMPLE, dataset.num_rows)))
     for side, lang in (("source", args.source_lang), ("target", args.target_lang)):
-        texts = [text for text in column_values(sample, side) if text.strip()]
-        bare = [text for text in texts if not any(character.isalpha() for character in text)]
-        if len(bare) > len(texts) / 2:
-            found = f"{path}: {len(bare)} of the first {len(texts)} texts read as --{side}_lang {lang} hold no letter "
-            found += f"({', '.join(map(repr, bare[:3]))}): a column of row numbers or ids?"
+        written = [text for text in texts[side] if text.strip()]
+        bare = [text for text in written if not any(character.isalpha() for character in text)]
+        if len(bare) > len(written) / 2:
+            found = f"{path}: {len(bare)} of the first {len(written)} texts read as --{side}_lang {lang} hold no "
+            found += f"letter ({', '.join(map(repr, bare[:3]))}): a column of row numbers or ids?"
             if is_tsv(path):
                 columns = " ".join(["id", *tsv_columns(args)])
                 raise CorpusError(
@@ -515,8 +519,9 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
         files = file_splits(args)
         corpus = DatasetDict({split: read_file(path, args) for split, path in files.items()})
         for split, path in files.items():
-            check_language_order(corpus[split], path, args)
-            check_sides_hold_words(corpus[split], path, args)
+            texts = first_texts(corpus[split])
+            check_language_order(texts, path, args)
+            check_sides_hold_words(texts, path, args)
 
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")
     corpus = held_out_splits(corpus, args, seed)
