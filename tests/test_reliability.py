@@ -123,6 +123,19 @@ def jsonl_not_json(d: Path):
     load(train_file=str(d / "pairs.jsonl"))
 
 
+def tmx_cut_off(d: Path):
+    unit = '<tu><tuv xml:lang="en"><seg>A dog.</seg></tuv><tuv xml:lang="de"><seg>Ein Hund.</seg></tuv></tu>'
+    (d / "memory.tmx").write_text(f'<tmx version="1.4">\n<body>\n{unit}\n{unit[:40]}', encoding="utf-8")
+    load(train_file=str(d / "memory.tmx"))
+
+
+def tmx_of_two_chinese_variants(d: Path):
+    unit = '<tu><tuv xml:lang="en-US"><seg>I am a student.</seg></tuv><tuv xml:lang="zh-CN"><seg>我是学生。</seg></tuv>'
+    unit += '<tuv xml:lang="zh-TW"><seg>我是學生。</seg></tuv></tu>'
+    (d / "memory.tmx").write_text(f'<tmx version="1.4"><body>{unit}</body></tmx>', encoding="utf-8")
+    load(train_file=str(d / "memory.tmx"), target_lang="zh")
+
+
 def two_sources(d: Path):
     load(data_dir="data", train_file="pairs.tsv")
 
@@ -607,6 +620,12 @@ CASES = [
     ),
     ("training data", "a JSONL value that is not a string", jsonl_number),
     ("training data", "a JSONL line that is not JSON", jsonl_not_json),
+    ("training data", "a TMX file cut off in a translation unit", tmx_cut_off),
+    (
+        "training data",
+        "a TMX file whose units hold `zh-CN` and `zh-TW` segments, `--target_lang zh`",
+        tmx_of_two_chinese_variants,
+    ),
     ("training data", "`--data_dir` and `--train_file` both on the command line", two_sources),
     ("training data", "`--source_lang de --target_lang de`", one_language_for_both_sides),
     ("training data", "`--tsv_languages en en de`", a_tsv_column_language_named_twice),

@@ -113,6 +113,75 @@ def test_a_tsv_header_row_that_names_both_languages_names_the_columns_as_pandas_
     assert corpus["validation"]["target"] == [d for _, d in PAIRS]
 
 
+def tmx(units: list[str], version: str = "1.4") -> str:
+    """A TMX file of `units` (each a <tu>'s inner XML), as a translation tool exports one."""
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<tmx version="{version}">\n'
+        '  <header creationtool="test" srclang="en-US" datatype="plaintext" segtype="sentence" o-tmf="test"/>\n'
+        "  <body>\n" + "".join(f"    <tu>{unit}</tu>\n" for unit in units) + "  </body>\n</tmx>\n"
+    )
+
+
+def tuv(code: str, text: str, attribute: str = "xml:lang") -> str:
+    return f'<tuv {attribute}="{code}"><seg>{text}</seg></tuv>'
+
+
+def test_a_translation_memory_as_translation_tools_and_opus_export_it(tmp_path, caplog):
+    units = [tuv("en-US", e) + tuv("DE-de", d) for e, d in PAIRS]
+    units[1] = tuv("de-DE", PAIRS[1][1]) + tuv("fr-FR", "deux hommes") + tuv("en-US", PAIRS[1][0])  # any order
+    units.append(tuv("en-US", "a red car") + tuv("fr-FR", "une voiture rouge"))  # no German: no pair
+    # Inline formatting codes (bpt/ept/ph) are the original document's, not text; highlighted text (hi) is text.
+    units.append(
+        tuv("en-US", 'Click <bpt i="1">&lt;b&gt;</bpt>Save<ept i="1">&lt;/b&gt;</ept> now<ph x="2">&lt;br/&gt;</ph>.')
+        + tuv("de-DE", 'Klicken Sie <hi type="b">jetzt</hi> auf <bpt i="1">&lt;b&gt;</bpt>Speichern<ept i="1"/>.')
+    )
+    path = tmp_path / "memory.tmx.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(tmx(units))
+    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.training.tmx"):
+        corpus = load_parallel_corpus(args, seed=0)
+    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == [
+        *PAIRS,
+        ("Click Save now.", "Klicken Sie jetzt auf Speichern."),
+    ]
+    assert "1 of 10 translation units lack en or de; left out" in caplog.text
+    # UTF-16, as some tools write it, and TMX 1.1's lang attribute.
+    plain = tmp_path / "memory.tmx"
+    document = tmx([tuv("EN", e, "lang") + tuv("DE", d, "lang") for e, d in PAIRS], "1.1")
+    plain.write_bytes(document.replace("UTF-8", "UTF-16").encode("utf-16"))
+    args = DataArguments(train_file=str(plain), validation_file=str(plain), split_test_size=0)
+    assert load_parallel_corpus(args, seed=0)["validation"]["target"] == [d for _, d in PAIRS]
+
+
+def test_a_translation_memory_that_cannot_be_read_as_pairs_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "memory.tmx"
+
+    def refused(document: str, match: str, **languages: str) -> None:
+        path.write_text(document, encoding="utf-8")
+        with pytest.raises(CorpusError, match=match):
+            load_parallel_corpus(DataArguments(train_file=str(path), **languages), seed=0)
+
+    units = [tuv("en", e) + tuv("de", d) for e, d in PAIRS]
+    refused(tmx(units).replace("</seg></tuv></tu>", "</tuv></tu>", 1), r"memory\.tmx, line 5: not well-formed XML \(")
+    refused(tmx(units).replace("tmx", "xliff"), r"memory\.tmx: not a TMX file \(its root element is <xliff>\)")
+    refused(tmx([]), r"memory\.tmx: no translation units \(<tu> elements")
+    refused(
+        tmx(units), r"memory\.tmx: no translation unit holds both en and fr \(its languages: de, en\)", target_lang="fr"
+    )
+    refused(tmx([units[0], "<tuv><seg>x</seg></tuv>"]), r"memory\.tmx, translation unit 2: a <tuv> without xml:lang")
+    chinese = [tuv("en", "I am a student.") + tuv("zh-CN", "我是学生。") + tuv("zh-TW", "我是學生。")]
+    refused(
+        tmx(chinese),
+        r"translation unit 1: --target_lang zh is both zh-CN and zh-TW here; name the one to train on\.",
+        target_lang="zh",
+    )
+    units = [f"{tuv('en', e)}{tuv('zh-CN', '我是学生。')}{tuv('zh-TW', '我是學生。')}" for e, _ in PAIRS]
+    path.write_text(tmx(units), encoding="utf-8")  # the code named: that segment
+    args = DataArguments(train_file=str(path), target_lang="zh-tw", split_validation_size=2, split_test_size=2)
+    assert set(load_parallel_corpus(args, seed=0)["train"]["target"]) == {"我是學生。"}
+
+
 def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_to_name(tmp_path):
     tsv, csv_file = tmp_path / "pairs.tsv", tmp_path / "pairs.csv"
     tsv.write_text("".join(f"{i}\t{e}\t{d}\n" for i, (e, d) in enumerate(PAIRS)), encoding="utf-8")

@@ -35,6 +35,7 @@ from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED
 from .console import first_line
 from .languages import SCRIPTS, script_of
 from .text_files import CorpusError, read_lines
+from .tmx import tmx_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -69,13 +70,13 @@ class DataArguments:
     test_prefixes: list[str] = field(default_factory=list, metadata={"help": "With --data_dir: test prefixes."})
     train_file: str | None = field(
         default=None,
-        metadata={"help": "A .tsv (or tab-separated .txt), .csv, .jsonl, .json or .parquet training file."},
+        metadata={"help": "A .tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet or .tmx training file."},
     )
     validation_file: str | None = field(
-        default=None, metadata={"help": "A .tsv, .txt, .csv, .jsonl, .json or .parquet validation file."}
+        default=None, metadata={"help": "A .tsv, .txt, .csv, .jsonl, .json, .parquet or .tmx validation file."}
     )
     test_files: list[str] = field(
-        default_factory=list, metadata={"help": ".tsv, .txt, .csv, .jsonl, .json or .parquet test files."}
+        default_factory=list, metadata={"help": ".tsv, .txt, .csv, .jsonl, .json, .parquet or .tmx test files."}
     )
     tsv_languages: list[str] = field(
         default_factory=list,
@@ -119,7 +120,10 @@ PAIR_FEATURES = Features({"source": Value("string"), "target": Value("string")})
 
 # The readers' code keys each cached dataset too: a file cached by another version of them is read again.
 READER_CODE = hashlib.sha256(
-    b"".join(Path(sys.modules[name].__file__).read_bytes() for name in (__name__, read_lines.__module__))
+    b"".join(
+        Path(sys.modules[name].__file__).read_bytes()
+        for name in (__name__, read_lines.__module__, tmx_pairs.__module__)
+    )
 ).hexdigest()  # the modules' files as installed: their source, or only their bytecode where that is all there is
 
 
@@ -315,6 +319,8 @@ def read_file(path: str, args: DataArguments) -> Dataset:
     suffixes = Path(path).suffixes
     if is_tsv(path):
         return read_tsv(Path(path), tsv_columns(args), args.source_lang, args.target_lang)
+    if ".tmx" in suffixes:
+        return read_tmx(Path(path), args.source_lang, args.target_lang)
     if ".jsonl" in suffixes or ".json" in suffixes:
         return read_jsonl(Path(path), args.source_lang, args.target_lang)
     if ".csv" in suffixes:
@@ -322,7 +328,7 @@ def read_file(path: str, args: DataArguments) -> Dataset:
     if ".parquet" in suffixes:
         return read_parquet(Path(path), args)
     raise CorpusError(
-        f"{path}: unknown file type; use .tsv (or .txt), .csv, .jsonl, .json or .parquet (or --data_dir for "
+        f"{path}: unknown file type; use .tsv (or .txt), .csv, .jsonl, .json, .parquet or .tmx (or --data_dir for "
         "line-aligned text files)."
     )
 
@@ -439,6 +445,11 @@ def translation_languages(feature: object) -> dict:
     if isinstance(feature, dict):
         return dict(feature)
     return dict.fromkeys(getattr(feature, "languages", []), Value("string"))
+
+
+def read_tmx(path: Path, source_lang: str, target_lang: str) -> Dataset:
+    """A translation memory (TMX): each translation unit's segments in the two languages (training.tmx)."""
+    return pairs_dataset(tmx_pairs, (path,), languages=(source_lang, target_lang))
 
 
 # What a file's columns hold: languages named the other way round, or a column of row numbers, would train garbage ---

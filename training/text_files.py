@@ -8,6 +8,7 @@ UTF-8, binary data and truncated .gz files end in a `CorpusError` that names the
 """
 
 import codecs
+import contextlib
 import gzip
 import zlib
 from collections.abc import Iterator
@@ -24,6 +25,14 @@ UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 def read_lines(path: str | Path) -> Iterator[str]:
     """The lines of a UTF-8 file (gzip-compressed if its name ends in .gz), without their line ends."""
+    with binary_file(path) as stream:
+        yield from decode_lines(stream, str(path))
+
+
+@contextlib.contextmanager
+def binary_file(path: str | Path) -> Iterator[BinaryIO]:
+    """A file's bytes, decompressed if its name ends in .gz; a cut-off .gz file, found while it is read, ends in a
+    `CorpusError`."""
     path = Path(path)
     if path.is_dir():
         raise CorpusError(f"{path}: a folder; give a file of sentences.")
@@ -32,7 +41,7 @@ def read_lines(path: str | Path) -> Iterator[str]:
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as stream:
-            yield from decode_lines(stream, str(path))
+            yield stream
     except (EOFError, gzip.BadGzipFile, zlib.error) as error:
         raise CorpusError(f"{path}: not a complete gzip file ({error}); was it cut off while copying?") from None
 

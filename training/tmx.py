@@ -1,0 +1,100 @@
+"""Translation memories (TMX 1.1 to 1.4b), as translation tools (Trados, memoQ, OmegaT) and OPUS export them: pairs
+of each translation unit's segments in two languages. Read here, unit by unit, with the standard library's XML parser:
+`datasets`' "xml" builder reads a whole file as one string, and pandas' `read_xml` neither groups a unit's segments nor
+keeps a segment's inline text."""
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from xml.etree import ElementTree
+
+from vanilla_transformer.pipeline_vanilla_transformer import primary_language
+
+from .text_files import CorpusError, binary_file
+
+logger = logging.getLogger(__name__)
+
+TMX_CODES = {"bpt", "ept", "it", "ph", "ut"}  # inline elements that hold the original document's formatting codes
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+
+
+def tmx_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
+    """The "source"/"target" pairs of a TMX file's units that hold both `languages`, in order."""
+    path, found, units, pairs = files[0], set(), 0, 0
+    for units, unit in enumerate(tmx_units(path), start=1):
+        where = f"{path}, translation unit {units}"
+        segments = [tuv_segment(tuv, where) for tuv in unit if local_name(tuv.tag) == "tuv"]
+        found.update(code for code, _ in segments)
+        sides = zip(("source", "target"), languages, strict=True)
+        texts = [segment_in(segments, lang, f"{where}: --{side}_lang") for side, lang in sides]
+        if None not in texts:  # a multilingual memory's unit may lack one of the two languages: no pair
+            pairs += 1
+            yield {"source": texts[0], "target": texts[1]}
+    if not found:
+        raise CorpusError(f"{path}: no translation units (<tu> elements with <tuv> segments).")
+    if not pairs:
+        raise CorpusError(
+            f"{path}: no translation unit holds both {languages[0]} and {languages[1]} (its languages: "
+            f"{', '.join(sorted(found))})."
+        )
+    if pairs < units:
+        logger.info("%s: %d of %d translation units lack %s or %s; left out", path, units - pairs, units, *languages)
+
+
+def tmx_units(path: Path) -> Iterator[ElementTree.Element]:
+    """Each translation unit (<tu>) of a TMX file, in order; the units read are freed before the next is read."""
+    with binary_file(path) as stream:
+        events = ElementTree.iterparse(stream, events=("start", "end"))
+        try:
+            _, root = next(events)
+            if local_name(root.tag) != "tmx":
+                raise CorpusError(f"{path}: not a TMX file (its root element is <{local_name(root.tag)}>).")
+            parent = root
+            for event, element in events:
+                if event == "start":
+                    parent = element if local_name(element.tag) == "body" else parent
+                elif local_name(element.tag) == "tu":
+                    yield element
+                    parent.clear()  # so that a memory of millions of units is read in little memory
+        except ElementTree.ParseError as error:
+            reason = str(error).rsplit(": line ", 1)[0]
+            raise CorpusError(f"{path}, line {error.position[0]}: not well-formed XML ({reason}).") from None
+
+
+def tuv_segment(tuv: ElementTree.Element, where: str) -> tuple[str, str]:
+    """A <tuv>'s language (xml:lang, or TMX 1.1's lang) and its segment's text."""
+    code = tuv.get(XML_LANG) or tuv.get("lang")
+    if not code:
+        raise CorpusError(f"{where}: a <tuv> without xml:lang (each segment names its language).")
+    seg = next((child for child in tuv if local_name(child.tag) == "seg"), None)
+    return code, "" if seg is None else segment_text(seg)
+
+
+def segment_text(element: ElementTree.Element) -> str:
+    """An element's text with its inline formatting codes left out and highlighted text (<hi>) kept."""
+    parts = [element.text or ""]
+    for child in element:
+        if local_name(child.tag) not in TMX_CODES:
+            parts.append(segment_text(child))
+        parts.append(child.tail or "")
+    return "".join(parts)
+
+
+def local_name(tag: str) -> str:
+    """An XML tag without its namespace ("{http://www.lisa.org/tmx14}tu" -> "tu")."""
+    return tag.rsplit("}", 1)[-1]
+
+
+def segment_in(segments: list[tuple[str, str]], lang: str, where: str) -> str | None:
+    """`lang`'s text among a unit's segments: the segment of that very code (in any case, "_" or "-"), else the one of
+    its language (en-US for en), else None. Two of its language and neither that code (zh-CN and zh-TW for zh) are
+    refused: which one to train on is the user's choice."""
+    code = lang.casefold().replace("_", "-")
+    exact = [text for found, text in segments if found.casefold().replace("_", "-") == code]
+    if exact:
+        return exact[0]
+    kin = [(found, text) for found, text in segments if primary_language(found) == primary_language(lang)]
+    variants = sorted({found for found, _ in kin})
+    if len(variants) > 1:
+        raise CorpusError(f"{where} {lang} is both {' and '.join(variants)} here; name the one to train on.")
+    return kin[0][1] if kin else None
