@@ -563,6 +563,13 @@ def train_without_schedulefree(d: Path):
         train_cli()
 
 
+def train_on_a_spreadsheet_without_openpyxl(d: Path):
+    (d / "pairs.xlsx").write_bytes(b"")  # refused before the file is read
+    flags = ["--config", SMOKE[1], "--train_file", str(d / "pairs.xlsx"), "--output_dir", str(d / "run")]
+    with without("openpyxl"), mock.patch.object(sys, "argv", ["vt-train", *flags]):
+        train_cli()
+
+
 def curves_without_matplotlib(d: Path, run: Path):
     with without("matplotlib"):
         curves_main([str(run), "--output", str(d / "curves.png")])
@@ -762,6 +769,11 @@ CASES = [
     ("vt-visualize", "matplotlib not installed (the viz extra)", visualize_without_matplotlib),
     ("vt-curves", "matplotlib not installed (the viz extra)", curves_without_matplotlib),
     ("vt-train", "`--optim schedule_free_adamw` without schedulefree installed", train_without_schedulefree),
+    (
+        "vt-train",
+        "`--train_file pairs.xlsx` without openpyxl installed (the excel extra)",
+        train_on_a_spreadsheet_without_openpyxl,
+    ),
     ("vt-demo", "Gradio not installed (the demo extra)", demo_without_gradio),
     ("model", "labels that are all -100", all_labels_ignored),
 ]

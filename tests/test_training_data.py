@@ -113,6 +113,29 @@ def test_a_tsv_header_row_that_names_both_languages_names_the_columns_as_pandas_
     assert corpus["validation"]["target"] == [d for _, d in PAIRS]
 
 
+def test_a_spreadsheet_as_excel_and_pandas_write_it_its_cells_as_text(tmp_path):
+    import pandas  # datasets requires it
+
+    path = tmp_path / "pairs.xlsx"
+    # "NA" is a word that pandas reads as a missing value by default; 1999 and 2000 are stored as numbers.
+    english, german = [e for e, _ in PAIRS[:6]] + ["NA", 1999], [d for _, d in PAIRS[:6]] + ["NA", 2000]
+    table = pandas.DataFrame({"de": german, "note": "", "en": english})
+    table.to_excel(path, index=False)
+    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    corpus = load_parallel_corpus(args, seed=0)
+    assert corpus["validation"]["source"] == [e for e, _ in PAIRS[:6]] + ["NA", "1999"]
+    assert corpus["validation"]["target"] == [d for _, d in PAIRS[:6]] + ["NA", "2000"]
+    table.rename(columns={"en": "english"}).to_excel(path, index=False)
+    with pytest.raises(CorpusError, match=r"pairs\.xlsx, its first sheet: no 'translation' column and no columns 'en'"):
+        load_parallel_corpus(args, seed=0)
+    path.write_text("en,de\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"pairs\.xlsx: not an \.xlsx workbook \("):
+        load_parallel_corpus(args, seed=0)
+    (tmp_path / "pairs.xls").write_bytes(b"")
+    with pytest.raises(CorpusError, match=r"pairs\.xls: a spreadsheet format other than \.xlsx; save it as \.xlsx"):
+        load_parallel_corpus(DataArguments(train_file=str(tmp_path / "pairs.xls")), seed=0)
+
+
 def tmx(units: list[str], version: str = "1.4") -> str:
     """A TMX file of `units` (each a <tu>'s inner XML), as a translation tool exports one."""
     return (

@@ -10,18 +10,21 @@ Bad data raises `CorpusError` naming the file and line; empty pairs are dropped 
 
 import csv
 import hashlib
+import importlib.util
 import itertools
 import json
 import logging
 import os
 import sys
 import unicodedata
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+import pandas
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -30,6 +33,7 @@ from datasets import config as datasets_config
 from datasets.exceptions import DatasetGenerationError
 from transformers import PreTrainedTokenizerFast
 
+from vanilla_transformer.extras import MissingExtra
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, lowercase_tokenizer
 
 from .console import first_line
@@ -70,13 +74,15 @@ class DataArguments:
     test_prefixes: list[str] = field(default_factory=list, metadata={"help": "With --data_dir: test prefixes."})
     train_file: str | None = field(
         default=None,
-        metadata={"help": "A .tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet or .tmx training file."},
+        metadata={
+            "help": "A .tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet, .xlsx or .tmx training file."
+        },
     )
     validation_file: str | None = field(
-        default=None, metadata={"help": "A .tsv, .txt, .csv, .jsonl, .json, .parquet or .tmx validation file."}
+        default=None, metadata={"help": "A .tsv, .txt, .csv, .jsonl, .json, .parquet, .xlsx or .tmx validation file."}
     )
     test_files: list[str] = field(
-        default_factory=list, metadata={"help": ".tsv, .txt, .csv, .jsonl, .json, .parquet or .tmx test files."}
+        default_factory=list, metadata={"help": ".tsv, .txt, .csv, .jsonl, .json, .parquet, .xlsx or .tmx test files."}
     )
     tsv_languages: list[str] = field(
         default_factory=list,
@@ -327,9 +333,13 @@ def read_file(path: str, args: DataArguments) -> Dataset:
         return read_csv(Path(path), args.source_lang, args.target_lang)
     if ".parquet" in suffixes:
         return read_parquet(Path(path), args)
+    if ".xlsx" in suffixes:
+        return read_excel(Path(path), args)
+    if {".xls", ".ods", ".numbers"} & set(suffixes):
+        raise CorpusError(f"{path}: a spreadsheet format other than .xlsx; save it as .xlsx (or .csv).")
     raise CorpusError(
-        f"{path}: unknown file type; use .tsv (or .txt), .csv, .jsonl, .json, .parquet or .tmx (or --data_dir for "
-        "line-aligned text files)."
+        f"{path}: unknown file type; use .tsv (or .txt), .csv, .jsonl, .json, .parquet, .xlsx or .tmx (or --data_dir "
+        "for line-aligned text files)."
     )
 
 
@@ -404,6 +414,20 @@ def read_parquet(path: Path, args: DataArguments) -> Dataset:
         raise CorpusError(f"{path}: not a Parquet table ({first_line(error)}).") from None
     dataset = Dataset.from_parquet(str(path))
     return table_pairs(dataset, args, str(path))
+
+
+def read_excel(path: Path, args: DataArguments) -> Dataset:
+    """A spreadsheet's first sheet (.xlsx, as Excel and pandas' `to_excel` write one), read by pandas with openpyxl:
+    its first row names each column's language, as a CSV's header row does. Every cell is read as written ("NA" and
+    "1999" as text), an empty one as an empty text."""
+    if importlib.util.find_spec("openpyxl") is None:
+        raise MissingExtra(f"{path}: reading a spreadsheet needs openpyxl", "excel")
+    try:
+        table = pandas.read_excel(path, sheet_name=0, dtype=str, keep_default_na=False)
+    except (ValueError, KeyError, zipfile.BadZipFile) as error:  # pandas' and openpyxl's word for a file not .xlsx
+        raise CorpusError(f"{path}: not an .xlsx workbook ({first_line(error)}).") from None
+    table.columns = [str(name).strip() for name in table.columns]
+    return table_pairs(Dataset.from_pandas(table, preserve_index=False), args, f"{path}, its first sheet")
 
 
 def table_pairs(dataset: Dataset, args: DataArguments, where: str) -> Dataset:
