@@ -205,6 +205,30 @@ def test_a_translation_memory_that_cannot_be_read_as_pairs_is_refused_in_one_lin
     assert set(load_parallel_corpus(args, seed=0)["train"]["target"]) == {"我是學生。"}
 
 
+@pytest.mark.parametrize(
+    "suffix, names",
+    [(".tsv", ("source", "target")), (".csv", ("src", "tgt")), (".jsonl", ("source", "target")),
+     (".parquet", ("src", "tgt")), (".xlsx", ("source", "target"))],
+)  # fmt: skip
+def test_columns_named_source_and_target_instead_of_by_language(tmp_path, suffix, names):
+    import pandas  # datasets requires it
+
+    path = tmp_path / f"pairs{suffix}"
+    table = pandas.DataFrame({names[1]: [d for _, d in PAIRS], names[0]: [e for e, _ in PAIRS]})
+    write = {
+        ".tsv": lambda: table.to_csv(path, sep="\t", index=False),  # its header row was read as a pair
+        ".csv": lambda: table.to_csv(path, index=False),
+        ".jsonl": lambda: table.to_json(path, orient="records", lines=True, force_ascii=False),
+        ".parquet": lambda: table.to_parquet(path),
+        ".xlsx": lambda: table.to_excel(path, index=False),
+    }
+    write[suffix]()
+    args = DataArguments(train_file=str(path), validation_file=str(path), test_files=[str(path)])
+    corpus = load_parallel_corpus(args, seed=0)
+    assert corpus["validation"]["source"] == [e for e, _ in PAIRS]
+    assert corpus["validation"]["target"] == [d for _, d in PAIRS]
+
+
 def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_to_name(tmp_path):
     tsv, csv_file = tmp_path / "pairs.tsv", tmp_path / "pairs.csv"
     tsv.write_text("".join(f"{i}\t{e}\t{d}\n" for i, (e, d) in enumerate(PAIRS)), encoding="utf-8")

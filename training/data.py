@@ -187,28 +187,51 @@ def language_file(prefix: Path, lang: str) -> Path:
     )
 
 
+SIDE_NAMES = (("source", "target"), ("src", "tgt"))  # column names that say which side a text is on, not its language
+
+
+def side_columns(names: Iterable[str], languages: tuple[str, str]) -> tuple[str, str] | None:
+    """The two of a table's column names (a header row's, a record's keys) that hold the source and the target texts:
+    the languages' codes, else "source" and "target" (or "src" and "tgt"), as tables made for translation often name
+    them; None where neither pair is there."""
+    names = set(names)
+    return next((pair for pair in (languages, *SIDE_NAMES) if set(pair) <= names), None)
+
+
+def missing_language(names: Iterable[str], languages: tuple[str, str]) -> str:
+    """The first of `languages` that `names` lacks: what a table without its side columns is told it misses."""
+    names = set(names)
+    return next(lang for lang in languages if lang not in names)
+
+
 def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: str) -> Dataset:
     """Tab-separated columns, one language each: named by a header row that names both languages (as pandas'
-    `to_csv(sep="\\t")` writes one), else by `languages`; further columns (attribution, a row number) are kept out."""
-    header = tsv_header(path, (source_lang, target_lang))
+    `to_csv(sep="\\t")` writes one) or the source and target columns, else by `languages`; further columns
+    (attribution, a row number) are kept out."""
+    first = first_fields(path)
+    sides = side_columns(first, (source_lang, target_lang))
+    header = sides is not None
     if header:
-        logger.info("%s: its first line names the columns: %s", path, header)
-    for lang in (source_lang, target_lang):
-        if lang not in (header or languages):
-            raise CorpusError(f"{path}: unknown language code {lang!r}; its columns are {languages} (--tsv_languages).")
-    names = header or languages
-    source_column, target_column = names.index(source_lang), names.index(target_lang)
+        logger.info("%s: its first line names the columns: %s", path, first)
+    else:
+        sides = (source_lang, target_lang)
+        for lang in sides:
+            if lang not in languages:
+                raise CorpusError(
+                    f"{path}: unknown language code {lang!r}; its columns are {languages} (--tsv_languages)."
+                )
+    names = first if header else languages
+    source_column, target_column = names.index(sides[0]), names.index(sides[1])
     expected = max(source_column, target_column) + 1 if header else len(languages)
-    return pairs_dataset(tsv_pairs, (path,), columns=(source_column, target_column, expected), skip=int(bool(header)))
+    return pairs_dataset(tsv_pairs, (path,), columns=(source_column, target_column, expected), skip=int(header))
 
 
-def tsv_header(path: Path, languages: tuple[str, str]) -> list[str] | None:
-    """The first line's fields where they name both languages (a header row), else None."""
+def first_fields(path: Path) -> list[str]:
+    """The tab-separated fields of a file's first line: its header row, if it has one."""
     lines = read_lines(path)
     first = next(lines, None)
     lines.close()
-    named = [field.strip() for field in (first or "").split("\t")]
-    return named if all(lang in named for lang in languages) else None
+    return [field.strip() for field in (first or "").split("\t")]
 
 
 def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int], skip: int) -> Iterator[dict]:
@@ -238,13 +261,16 @@ def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
         pair = record.get("translation", record) if isinstance(record, dict) else record
         if not isinstance(pair, dict):
             raise CorpusError(f"{where}: a {type(pair).__name__}, not an object of translations.")
-        for lang in languages:
-            if lang not in pair:
-                raise CorpusError(f"{where}: no {lang!r} translation (keys there: {sorted(pair)}).")
-            if not isinstance(pair[lang], str | None):
-                raise CorpusError(f"{where}: the {lang!r} translation is {pair[lang]!r}, not a string.")
+        sides = side_columns(pair, languages)
+        if sides is None:
+            raise CorpusError(
+                f"{where}: no {missing_language(pair, languages)!r} translation (keys there: {sorted(pair)})."
+            )
+        for name in sides:
+            if not isinstance(pair[name], str | None):
+                raise CorpusError(f"{where}: the {name!r} translation is {pair[name]!r}, not a string.")
         # A null text (pandas writes a missing value so) is an empty one, as in a table: training drops the pair.
-        yield {"source": pair[languages[0]] or "", "target": pair[languages[1]] or ""}
+        yield {"source": pair[sides[0]] or "", "target": pair[sides[1]] or ""}
 
 
 def json_records(path: Path) -> Iterator[tuple[str, object]]:
@@ -291,13 +317,13 @@ def csv_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
         header = next(rows, None)
         if header is None:
             raise CorpusError(f"{path} is empty.")
-        for lang in languages:
-            if lang not in header:
-                raise CorpusError(
-                    f"{path}, line 1: no {lang!r} column (the header row names {header}; it names each column's "
-                    "language)."
-                )
-        source_column, target_column = (header.index(lang) for lang in languages)
+        sides = side_columns(header, languages)
+        if sides is None:
+            raise CorpusError(
+                f"{path}, line 1: no {missing_language(header, languages)!r} column (the header row names {header}; it "
+                "names each column's language, or the source and target columns)."
+            )
+        source_column, target_column = (header.index(name) for name in sides)
         for row in rows:
             if not any(field.strip() for field in row):  # a blank line is an empty pair, dropped later with a count
                 yield {"source": "", "target": ""}
@@ -434,25 +460,24 @@ def table_pairs(dataset: Dataset, args: DataArguments, where: str) -> Dataset:
     """The "source"/"target" columns of a table of pairs: from its "translation" column of {language: text} (wmt14)
     or from one column per language (bentrevett/multi30k). A missing text (null) is read as an empty one, as a blank
     line of a text file is: training drops such pairs, with a count."""
-    sides = (args.source_lang, args.target_lang)
+    languages = (args.source_lang, args.target_lang)
     nested = "translation" in dataset.column_names
-    if nested:
-        texts = translation_languages(dataset.features["translation"])
-    elif all(lang in dataset.column_names for lang in sides):
-        texts = {lang: dataset.features[lang] for lang in sides}
-    else:
+    texts = translation_languages(dataset.features["translation"]) if nested else dict(dataset.features)
+    sides = side_columns(texts, languages)
+    if sides is None and nested:
+        missing = missing_language(texts, languages)
+        raise CorpusError(f"{where}: its 'translation' column has no {missing!r} (languages: {sorted(texts)}).")
+    if sides is None:
         raise CorpusError(
-            f"{where}: no 'translation' column and no columns {args.source_lang!r}/{args.target_lang!r} "
-            f"(columns: {dataset.column_names})."
+            f"{where}: no 'translation' column and no columns {args.source_lang!r}/{args.target_lang!r} or "
+            f"'source'/'target' (columns: {dataset.column_names})."
         )
-    for lang in sides:
-        if lang not in texts:
-            raise CorpusError(f"{where}: its 'translation' column has no {lang!r} (languages: {sorted(texts)}).")
-        if getattr(texts[lang], "dtype", None) not in ("string", "large_string"):
-            raise CorpusError(f"{where}: the {lang!r} texts are of type {texts[lang]}, not strings.")
+    for name in sides:
+        if getattr(texts[name], "dtype", None) not in ("string", "large_string"):
+            raise CorpusError(f"{where}: the {name!r} texts are of type {texts[name]}, not strings.")
 
-    def texts_of(batch: dict, lang: str) -> list[str]:
-        values = [(row or {}).get(lang) for row in batch["translation"]] if nested else batch[lang]
+    def texts_of(batch: dict, name: str) -> list[str]:
+        values = [(row or {}).get(name) for row in batch["translation"]] if nested else batch[name]
         return [text or "" for text in values]
 
     return dataset.map(
