@@ -251,8 +251,9 @@ def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int], skip: int) -> I
 
 def read_jsonl(path: Path, source_lang: str, target_lang: str) -> Dataset:
     """JSON records in the Hub's translation format, {"translation": {"en": "...", "de": "..."}}, or one key per
-    language, {"en": "...", "de": "..."}, as pandas writes a table's rows: one a line (JSON Lines), or all in one JSON
-    array (`json.dump` of a list, pandas' `to_json(orient="records")`)."""
+    language, {"en": "...", "de": "..."} (or per side, {"source": "...", "target": "..."}), as pandas writes a
+    table's rows: one a line (JSON Lines), or all in one JSON array (`json.dump` of a list, pandas'
+    `to_json(orient="records")`)."""
     return pairs_dataset(jsonl_pairs, (path,), languages=(source_lang, target_lang))
 
 
@@ -305,8 +306,8 @@ def json_records(path: Path) -> Iterator[tuple[str, object]]:
 
 
 def read_csv(path: Path, source_lang: str, target_lang: str) -> Dataset:
-    """Comma-separated values, as spreadsheets export them: a header row names each column's language (en,de), and
-    further columns are kept out."""
+    """Comma-separated values, as spreadsheets export them: a header row names each column's language (en,de), or
+    the source and target columns (source,target), and further columns are kept out."""
     return pairs_dataset(csv_pairs, (path,), languages=(source_lang, target_lang))
 
 
@@ -444,8 +445,8 @@ def read_parquet(path: Path, args: DataArguments) -> Dataset:
 
 def read_excel(path: Path, args: DataArguments) -> Dataset:
     """A spreadsheet's first sheet (.xlsx, as Excel and pandas' `to_excel` write one), read by pandas with openpyxl:
-    its first row names each column's language, as a CSV's header row does. Every cell is read as written ("NA" and
-    "1999" as text), an empty one as an empty text."""
+    its first row names the columns, as a CSV's header row does. Every cell is read as written ("NA" and "1999" as
+    text), an empty one as an empty text."""
     if importlib.util.find_spec("openpyxl") is None:
         raise MissingExtra(f"{path}: reading a spreadsheet needs openpyxl", "excel")
     try:
