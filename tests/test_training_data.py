@@ -244,7 +244,7 @@ def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_
     )
     assert set(load_parallel_corpus(args, seed=0)["train"]["target"]) < {d for _, d in PAIRS}
     csv_file.write_text("en,de\n" + "".join(f"{e},{i}\n" for i, (e, _) in enumerate(PAIRS)), encoding="utf-8")
-    with pytest.raises(CorpusError, match=r"texts read as --target_lang de hold no letter .* the file names 'de'"):
+    with pytest.raises(CorpusError, match=r"texts read as --target_lang de hold no letter .* the data names 'de'"):
         load_parallel_corpus(DataArguments(train_file=str(csv_file)), seed=0)
     # A few texts without letters (numbers, prices) are a corpus's own.
     tsv.write_text("".join(f"{e}\t{d}\n" for e, d in PAIRS[:6]) + "1999\t1999\n42 €\t42 €\n", encoding="utf-8")
@@ -698,6 +698,26 @@ def test_a_validation_file_whose_languages_are_named_the_other_way_round_is_refu
     validation.write_text("".join(json.dumps({"translation": {"zh": en, "en": zh}}) + "\n" for zh, en in ZH_EN))
     args = DataArguments(train_file=str(train), validation_file=str(validation), source_lang="en", target_lang="zh")
     with pytest.raises(CorpusError, match=r"val\.jsonl: the text read as --source_lang en is in Chinese characters"):
+        load_parallel_corpus(args, seed=0)
+
+
+def test_a_datasets_or_a_folders_languages_named_the_other_way_round_are_refused_too(tmp_path):
+    import pandas  # datasets requires it
+
+    hub = tmp_path / "hub"  # a dataset of source/target columns whose source is the Chinese
+    hub.mkdir()
+    pandas.DataFrame({"source": [zh for zh, _ in ZH_EN * 3], "target": [en for _, en in ZH_EN * 3]}).to_parquet(
+        hub / "train.parquet"
+    )
+    sizes = {"split_validation_size": 2, "split_test_size": 2}
+    args = DataArguments(dataset_name=str(hub), source_lang="en", target_lang="zh", **sizes)
+    with pytest.raises(CorpusError, match=r"hub, split train: the text read as --source_lang en is in Chinese charac"):
+        load_parallel_corpus(args, seed=0)
+    load_parallel_corpus(DataArguments(dataset_name=str(hub), source_lang="zh", target_lang="en", **sizes), seed=0)
+    for lang, side in (("en", 0), ("zh", 1)):  # each file named by the other's language
+        (tmp_path / f"train.{lang}").write_text("".join(pair[side] + "\n" for pair in ZH_EN * 3), encoding="utf-8")
+    args = DataArguments(data_dir=str(tmp_path), validation_prefix=None, source_lang="en", target_lang="zh", **sizes)
+    with pytest.raises(CorpusError, match=r"train\.\{en,zh\}: the text read as --source_lang en is in Chinese"):
         load_parallel_corpus(args, seed=0)
 
 

@@ -502,10 +502,10 @@ def read_tmx(path: Path, source_lang: str, target_lang: str) -> Dataset:
     return pairs_dataset(tmx_pairs, (path,), languages=(source_lang, target_lang))
 
 
-# What a file's columns hold: languages named the other way round, or a column of row numbers, would train garbage ---
+# What the data's columns hold: languages named the other way round, or a column of row numbers, train garbage ---
 # Only languages written in scripts of their own can be told apart (zh from en, never de from en).
 
-COLUMN_SAMPLE = 1000  # pairs read to check what a file's columns hold
+COLUMN_SAMPLE = 1000  # pairs read to check what the columns hold
 
 
 def share_in_script(texts: list[str], script: str) -> float:
@@ -522,9 +522,10 @@ def first_texts(dataset: Dataset) -> dict[str, list[str]]:
     return {side: column_values(sample, side) for side in TEXT_COLUMNS}
 
 
-def check_language_order(texts: dict[str, list[str]], path: str, args: DataArguments) -> None:
-    """Refuse a file whose source text is in the target language's script and whose target text is in the source
-    language's: its languages are named the other way round (for a TSV, the usual cause is --tsv_languages left out)."""
+def check_language_order(texts: dict[str, list[str]], origin: str, args: DataArguments) -> None:
+    """Refuse a split (`origin`: its file, files or dataset) whose source text is in the target language's script and
+    whose target text is in the source language's: its languages are named the other way round (for a TSV, the usual
+    cause is --tsv_languages left out)."""
     scripts = script_of(args.source_lang), script_of(args.target_lang)
     if None in scripts or SCRIPTS[scripts[0]][0] & SCRIPTS[scripts[1]][0]:  # no script, or a shared one
         return
@@ -532,33 +533,33 @@ def check_language_order(texts: dict[str, list[str]], path: str, args: DataArgum
     # Each side mostly in the other's script (and so, the scripts being disjoint, mostly not in its own).
     if share_in_script(source, scripts[1]) > 0.5 and share_in_script(target, scripts[0]) > 0.5:
         found = (
-            f"{path}: the text read as --source_lang {args.source_lang} is in {scripts[1]} and the text read as "
+            f"{origin}: the text read as --source_lang {args.source_lang} is in {scripts[1]} and the text read as "
             f"--target_lang {args.target_lang} in {scripts[0]}: the languages are the other way round"
         )
-        if is_tsv(path):
+        if is_tsv(origin):
             swap = {args.source_lang: args.target_lang, args.target_lang: args.source_lang}
             raise CorpusError(
                 f"{found}. Name each column's language in order: --tsv_languages "
                 f"{' '.join(swap.get(lang, lang) for lang in tsv_columns(args))}."
             )
-        raise CorpusError(f"{found} (the file names each text's language: check which it names).")
+        raise CorpusError(f"{found} (the data names each text's language: check which it names).")
 
 
-def check_sides_hold_words(texts: dict[str, list[str]], path: str, args: DataArguments) -> None:
-    """Refuse a file where most texts of one side hold no letter: a column of row numbers or ids read as a language,
+def check_sides_hold_words(texts: dict[str, list[str]], origin: str, args: DataArguments) -> None:
+    """Refuse a split where most texts of one side hold no letter: a column of row numbers or ids read as a language,
     as a table's index is where pandas writes it beside the sentences."""
     for side, lang in (("source", args.source_lang), ("target", args.target_lang)):
         written = [text for text in texts[side] if text.strip()]
         bare = [text for text in written if not any(character.isalpha() for character in text)]
         if len(bare) > len(written) / 2:
-            found = f"{path}: {len(bare)} of the first {len(written)} texts read as --{side}_lang {lang} hold no "
+            found = f"{origin}: {len(bare)} of the first {len(written)} texts read as --{side}_lang {lang} hold no "
             found += f"letter ({', '.join(map(repr, bare[:3]))}): a column of row numbers or ids?"
-            if is_tsv(path):
+            if is_tsv(origin):
                 columns = " ".join(["id", *tsv_columns(args)])
                 raise CorpusError(
                     f"{found} Name every column in order, that one too (row numbers first: --tsv_languages {columns})."
                 )
-            raise CorpusError(f"{found} Check which column the file names {lang!r}.")
+            raise CorpusError(f"{found} Check which column the data names {lang!r}.")
 
 
 # The corpus ----------------------------------------------------------------------------------------------------------
@@ -569,20 +570,24 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
     check_data_arguments(args)
     if args.dataset_name:
         corpus = read_hub_dataset(args)
+        origins = {split: f"{args.dataset_name}, split {split}" for split in corpus}
     elif args.data_dir:
-        root = Path(args.data_dir)
-        corpus = DatasetDict(train=read_text_pair(root / args.train_prefix, args.source_lang, args.target_lang))
-        if args.validation_prefix:
-            corpus["validation"] = read_text_pair(root / args.validation_prefix, args.source_lang, args.target_lang)
-        for prefix in args.test_prefixes:
-            corpus[prefix] = read_text_pair(root / prefix, args.source_lang, args.target_lang)
-    elif args.train_file:
-        files = file_splits(args)
-        corpus = DatasetDict({split: read_file(path, args) for split, path in files.items()})
-        for split, path in files.items():
-            texts = first_texts(corpus[split])
-            check_language_order(texts, path, args)
-            check_sides_hold_words(texts, path, args)
+        root, languages = Path(args.data_dir), f"{{{args.source_lang},{args.target_lang}}}"
+        prefixes = prefix_splits(args)
+        corpus = DatasetDict(
+            {
+                split: read_text_pair(root / prefix, args.source_lang, args.target_lang)
+                for split, prefix in prefixes.items()
+            }
+        )
+        origins = {split: f"{root / prefix}.{languages}" for split, prefix in prefixes.items()}
+    else:
+        origins = file_splits(args)
+        corpus = DatasetDict({split: read_file(path, args) for split, path in origins.items()})
+    for split, origin in origins.items():
+        texts = first_texts(corpus[split])
+        check_language_order(texts, origin, args)
+        check_sides_hold_words(texts, origin, args)
 
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")
     corpus = held_out_splits(corpus, args, seed)
@@ -642,6 +647,14 @@ def check_data_dir(folder: Path) -> None:
             "" if folder.is_absolute() else f" in {Path.cwd()} (a relative path is read from where the command runs)"
         )
         raise CorpusError(f"--data_dir {folder}: no such folder{where}.")
+
+
+def prefix_splits(args: DataArguments) -> dict[str, str]:
+    """With --data_dir: each split's prefix."""
+    splits = {"train": args.train_prefix}
+    if args.validation_prefix:
+        splits["validation"] = args.validation_prefix
+    return splits | {prefix: prefix for prefix in args.test_prefixes}
 
 
 def file_splits(args: DataArguments) -> dict[str, str]:
