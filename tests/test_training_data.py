@@ -229,6 +229,27 @@ def test_columns_named_source_and_target_instead_of_by_language(tmp_path, suffix
     assert corpus["validation"]["target"] == [d for _, d in PAIRS]
 
 
+QUOTES = [
+    ('He said "hi".', "Er sagte „hallo“."),
+    ('"Yes," she said.', '"Ja", sagte sie.'),
+    ('"More coffee?" "No, thanks."', '"Noch Kaffee?" "Nein, danke."'),
+]
+
+
+@pytest.mark.parametrize("header", [True, False], ids=["header", "no-header"])
+def test_a_tsv_that_pandas_wrote_is_unquoted_and_one_written_as_is_is_read_as_is(tmp_path, header):
+    import pandas  # datasets requires it
+
+    path, pairs = tmp_path / "pairs.tsv", QUOTES + PAIRS
+    table = pandas.DataFrame({"en": [e for e, _ in pairs], "de": [d for _, d in pairs]})
+    table.to_csv(path, sep="\t", index=False, header=header)  # '"""Yes,"" she said."'
+    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
+    # Tatoeba's quotes as they are written, a field's first and last characters among them.
+    path.write_text("".join(f"{e}\t{d}\n" for e, d in pairs), encoding="utf-8")
+    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
+
+
 def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_to_name(tmp_path):
     tsv, csv_file = tmp_path / "pairs.tsv", tmp_path / "pairs.csv"
     tsv.write_text("".join(f"{i}\t{e}\t{d}\n" for i, (e, d) in enumerate(PAIRS)), encoding="utf-8")

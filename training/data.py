@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import sys
 import unicodedata
 import zipfile
@@ -208,7 +209,10 @@ def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: st
     """Tab-separated columns, one language each: named by a header row that names both languages (as pandas'
     `to_csv(sep="\\t")` writes one) or the source and target columns, else by `languages`; further columns
     (attribution, a row number) are kept out."""
-    first = first_fields(path)
+    quoted = csv_quoted(path)
+    if quoted:
+        logger.info("%s: its fields are quoted as pandas' to_csv writes them (a quote inside doubled); read so", path)
+    first = first_fields(path, quoted)
     sides = side_columns(first, (source_lang, target_lang))
     header = sides is not None
     if header:
@@ -223,25 +227,46 @@ def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: st
     names = first if header else languages
     source_column, target_column = names.index(sides[0]), names.index(sides[1])
     expected = max(source_column, target_column) + 1 if header else len(languages)
-    return pairs_dataset(tsv_pairs, (path,), columns=(source_column, target_column, expected), skip=int(header))
+    columns = (source_column, target_column, expected)
+    return pairs_dataset(tsv_pairs, (path,), columns=columns, skip=int(header), quoted=quoted)
 
 
-def first_fields(path: Path) -> list[str]:
+def first_fields(path: Path, quoted: bool) -> list[str]:
     """The tab-separated fields of a file's first line: its header row, if it has one."""
     lines = read_lines(path)
     first = next(lines, None)
     lines.close()
-    return [field.strip() for field in (first or "").split("\t")]
+    return [field.strip() for field in tsv_fields(first or "", quoted)]
 
 
-def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int], skip: int) -> Iterator[dict]:
+QUOTED_FIELD = re.compile(r'"(?:[^"]|"")*"')  # as csv writes a field that holds a quote: in quotes, its quotes doubled
+
+
+def csv_quoted(path: Path) -> bool:
+    """Whether a TSV's fields are quoted as Python's csv module and pandas' `to_csv(sep="\\t")` write them, judged from
+    its first COLUMN_SAMPLE lines: every field that holds a quote is in quotes, with its own quotes doubled, and one
+    such is there. A TSV written otherwise (Tatoeba's, manythings.org's) holds its quotes as they are written."""
+    lines = itertools.islice(read_lines(path), COLUMN_SAMPLE)
+    fields = [field for line in lines for field in line.split("\t") if '"' in field]
+    return any('""' in field[1:-1] for field in fields) and all(QUOTED_FIELD.fullmatch(field) for field in fields)
+
+
+def tsv_fields(line: str, quoted: bool) -> list[str]:
+    """A TSV line's fields: split at its tabs, and unquoted where the file is csv-quoted."""
+    return next(csv.reader([line], delimiter="\t")) if quoted else line.split("\t")
+
+
+def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int], skip: int, quoted: bool) -> Iterator[dict]:
     source_column, target_column, expected = columns
     count = 0
     for count, line in itertools.islice(enumerate(read_lines(files[0]), start=1), skip, None):
         if not line.strip():  # a blank line is an empty pair, dropped later with a count
             yield {"source": "", "target": ""}
             continue
-        fields = line.split("\t")
+        try:
+            fields = tsv_fields(line, quoted)
+        except csv.Error as error:  # a field beyond csv's size limit
+            raise CorpusError(f"{files[0]}, line {count}: not a quoted TSV line ({error}).") from None
         if len(fields) < expected:
             raise CorpusError(f"{files[0]}, line {count}: {len(fields)} tab-separated column(s), expected {expected}.")
         yield {"source": fields[source_column], "target": fields[target_column]}
