@@ -250,6 +250,16 @@ def test_a_tsv_that_pandas_wrote_is_unquoted_and_one_written_as_is_is_read_as_is
     assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
 
 
+def test_a_csv_of_semicolons_as_excel_writes_it_in_german_settings(tmp_path):
+    path = tmp_path / "pairs.csv"
+    pairs = [("Yes; no.", "Ja; nein."), ("A dog, a cat.", "Ein Hund, eine Katze."), *PAIRS]
+    path.write_text("de;en\r\n" + "".join(f'"{d}";"{e}"\r\n' for e, d in pairs), encoding="utf-8")
+    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
+    path.write_text("en,de\n" + "".join(f'"{e}","{d}"\n' for e, d in pairs), encoding="utf-8")  # commas: as before
+    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
+
+
 def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_to_name(tmp_path):
     tsv, csv_file = tmp_path / "pairs.tsv", tmp_path / "pairs.csv"
     tsv.write_text("".join(f"{i}\t{e}\t{d}\n" for i, (e, d) in enumerate(PAIRS)), encoding="utf-8")

@@ -331,14 +331,15 @@ def json_records(path: Path) -> Iterator[tuple[str, object]]:
 
 
 def read_csv(path: Path, source_lang: str, target_lang: str) -> Dataset:
-    """Comma-separated values, as spreadsheets export them: a header row names each column's language (en,de), or
-    the source and target columns (source,target), and further columns are kept out."""
+    """Comma-separated values, as spreadsheets export them (or semicolon-separated, as Excel does in German or French
+    settings): a header row names each column's language (en,de), or the source and target columns (source,target),
+    and further columns are kept out."""
     return pairs_dataset(csv_pairs, (path,), languages=(source_lang, target_lang))
 
 
 def csv_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
     path = files[0]
-    rows = csv.reader(read_lines(path))  # counts the lines it reads: a quoted field may hold a comma
+    rows = csv.reader(read_lines(path), delimiter=csv_delimiter(path))  # counts its lines: a field may hold a comma
     try:
         header = next(rows, None)
         if header is None:
@@ -359,6 +360,15 @@ def csv_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
             yield {"source": row[source_column], "target": row[target_column]}
     except csv.Error as error:  # e.g. a field beyond csv's size limit
         raise CorpusError(f"{path}, line {rows.line_num}: not CSV ({error}).") from None
+
+
+def csv_delimiter(path: Path) -> str:
+    """A comma, or a semicolon where the header row holds semicolons and no comma: Excel writes CSV so where a comma
+    is the decimal mark (in German or French settings)."""
+    lines = read_lines(path)
+    header = next(lines, "")
+    lines.close()
+    return ";" if ";" in header and "," not in header else ","
 
 
 def tsv_columns(args: DataArguments) -> list[str]:
