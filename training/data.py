@@ -244,8 +244,8 @@ QUOTED_FIELD = re.compile(r'"(?:[^"]|"")*"')  # as csv writes a field that holds
 
 def csv_quoted(path: Path) -> bool:
     """Whether a TSV's fields are quoted as Python's csv module and pandas' `to_csv(sep="\\t")` write them, judged from
-    its first COLUMN_SAMPLE lines: every field that holds a quote is in quotes, with its own quotes doubled, and one
-    such is there. A TSV written otherwise (Tatoeba's, manythings.org's) holds its quotes as they are written."""
+    its first COLUMN_SAMPLE lines: every field that holds a quote is in quotes, with its own quotes doubled, and one of
+    them doubles a quote. A TSV written otherwise (Tatoeba's, manythings.org's) holds its quotes as they are written."""
     lines = itertools.islice(read_lines(path), COLUMN_SAMPLE)
     fields = [field for line in lines for field in line.split("\t") if '"' in field]
     return any('""' in field[1:-1] for field in fields) and all(QUOTED_FIELD.fullmatch(field) for field in fields)
