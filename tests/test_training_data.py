@@ -4,6 +4,7 @@ import gzip
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -258,6 +259,26 @@ def test_a_csv_of_semicolons_as_excel_writes_it_in_german_settings(tmp_path):
     assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
     path.write_text("en,de\n" + "".join(f'"{e}","{d}"\n' for e, d in pairs), encoding="utf-8")  # commas: as before
     assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
+
+
+def test_several_training_files_of_any_kinds_are_joined_in_order_each_checked_on_its_own(tmp_path):
+    from vanilla_transformer.training.arguments import parse_arguments
+
+    tsv, jsonl, chinese = tmp_path / "a.tsv", tmp_path / "b.jsonl", tmp_path / "c.tsv"
+    tsv.write_text("".join(f"{e}\t{d}\n" for e, d in PAIRS[:5]), encoding="utf-8")
+    jsonl.write_text("".join(json.dumps({"de": d, "en": e}) + "\n" for e, d in PAIRS[5:]), encoding="utf-8")
+    argv = ["--train_file", str(tsv), str(jsonl), "--validation_file", str(tsv), "--output_dir", str(tmp_path / "r")]
+    args = parse_arguments(argv)[1]
+    assert args.train_file == [str(tsv), str(jsonl)] and args.data_source == f"{tsv} {jsonl}"
+    corpus = load_parallel_corpus(replace(args, split_test_size=0), seed=0)
+    assert list(zip(*corpus["train"][:].values(), strict=True)) == PAIRS
+    # One file of them with its languages the other way round is named, though the first 1,000 pairs are another's.
+    chinese.write_text("".join(f"{zh}\t{en}\n" for zh, en in ZH_EN), encoding="utf-8")
+    tsv.write_text("".join(f"{en}\t{zh}\n" for zh, en in ZH_EN * 300), encoding="utf-8")
+    args = DataArguments(train_file=[str(tsv), str(chinese)], source_lang="en", target_lang="zh")
+    with pytest.raises(CorpusError, match=r"c\.tsv: the text read as --source_lang en is in Chinese characters"):
+        load_parallel_corpus(args, seed=0)
+    assert DataArguments(train_file=str(tsv)).train_file == [str(tsv)]  # a config's one file, a report's
 
 
 def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_to_name(tmp_path):

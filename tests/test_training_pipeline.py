@@ -187,7 +187,7 @@ def test_a_shipped_config_is_found_by_name_outside_the_repository(tmp_path, monk
         "zh",
         "en",
         ["en", "zh"],
-        "cmn.txt",
+        ["cmn.txt"],
     )
     (tmp_path / "tatoeba_zh_en.yaml").write_text("source_lang: de\n")  # a file of one's own comes first
     assert parse_arguments(["--config", "tatoeba_zh_en.yaml"])[1].source_lang == "de"
@@ -205,7 +205,7 @@ def test_each_stack_can_have_its_own_depth_and_it_wins_over_layers():
 
 def test_a_data_source_on_the_command_line_replaces_the_configs(tmp_path):
     data = parse_arguments([*SMOKE[:2], "--train_file", "pairs.tsv", "--output_dir", "elsewhere"])[1]
-    assert (data.train_file, data.data_dir) == ("pairs.tsv", None)  # the config's data_dir gives way
+    assert (data.train_file, data.data_dir) == (["pairs.tsv"], None)  # the config's data_dir gives way
 
 
 @pytest.mark.parametrize(

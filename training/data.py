@@ -29,7 +29,7 @@ import pandas
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from datasets import Dataset, DatasetDict, Features, Value, load_dataset, load_from_disk
+from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets, load_dataset, load_from_disk
 from datasets import config as datasets_config
 from datasets.exceptions import DatasetGenerationError
 from transformers import PreTrainedTokenizerFast
@@ -73,10 +73,11 @@ class DataArguments:
     train_prefix: str = field(default="train", metadata={"help": "With --data_dir: the training files' prefix."})
     validation_prefix: str | None = field(default="val", metadata={"help": "With --data_dir: validation prefix."})
     test_prefixes: list[str] = field(default_factory=list, metadata={"help": "With --data_dir: test prefixes."})
-    train_file: str | None = field(
-        default=None,
+    train_file: list[str] = field(
+        default_factory=list,
         metadata={
-            "help": "A .tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet, .xlsx or .tmx training file."
+            "help": "A .tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet, .xlsx or .tmx training file, or "
+            "several (of any of these kinds), joined in order."
         },
     )
     validation_file: str | None = field(
@@ -116,6 +117,15 @@ class DataArguments:
     max_eval_samples: int | None = field(
         default=None, metadata={"help": "Use only the first N pairs of each eval set."}
     )
+
+    def __post_init__(self) -> None:
+        # One training file as a string (a config's `train_file: pairs.tsv`, an earlier run's report) is a list of one.
+        self.train_file = [self.train_file] if isinstance(self.train_file, str) else list(self.train_file or [])
+
+    @property
+    def data_source(self) -> str:
+        """Where the pairs come from, as the flags name it: the dataset, the folder, or the training files."""
+        return self.dataset_name or self.data_dir or " ".join(self.train_file)
 
 
 # Readers: one per kind of source, each returning a Dataset with "source" and "target" columns ------------------------
@@ -605,30 +615,29 @@ def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
     check_data_arguments(args)
     if args.dataset_name:
         corpus = read_hub_dataset(args)
-        origins = {split: f"{args.dataset_name}, split {split}" for split in corpus}
+        origins = {split: [f"{args.dataset_name}, split {split}"] for split in corpus}
+        parts = {split: [corpus[split]] for split in corpus}
     elif args.data_dir:
         root, languages = Path(args.data_dir), f"{{{args.source_lang},{args.target_lang}}}"
-        prefixes = prefix_splits(args)
-        corpus = DatasetDict(
-            {
-                split: read_text_pair(root / prefix, args.source_lang, args.target_lang)
-                for split, prefix in prefixes.items()
-            }
-        )
-        origins = {split: f"{root / prefix}.{languages}" for split, prefix in prefixes.items()}
+        origins = {split: [f"{root / prefix}.{languages}"] for split, prefix in prefix_splits(args).items()}
+        parts = {
+            split: [read_text_pair(root / prefix, args.source_lang, args.target_lang)]
+            for split, prefix in prefix_splits(args).items()
+        }
     else:
         origins = file_splits(args)
-        corpus = DatasetDict({split: read_file(path, args) for split, path in origins.items()})
-    for split, origin in origins.items():
-        texts = first_texts(corpus[split])
-        check_language_order(texts, origin, args)
-        check_sides_hold_words(texts, origin, args)
-
+        parts = {split: [read_file(path, args) for path in paths] for split, paths in origins.items()}
+    for split, datasets in parts.items():
+        for origin, dataset in zip(origins[split], datasets, strict=True):  # each file's own: one may be the odd one
+            texts = first_texts(dataset)
+            check_language_order(texts, origin, args)
+            check_sides_hold_words(texts, origin, args)
+    corpus = DatasetDict({split: concatenate_datasets(datasets) for split, datasets in parts.items()})
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")
     corpus = held_out_splits(corpus, args, seed)
     corpus = preprocessed(corpus, args)
     if corpus["train"].num_rows == 0:
-        raise CorpusError(f"The training set is empty ({args.train_file or args.data_dir or args.dataset_name}).")
+        raise CorpusError(f"The training set is empty ({args.data_source}).")
     if args.max_train_samples is not None:
         corpus["train"] = corpus["train"].select(range(min(args.max_train_samples, corpus["train"].num_rows)))
     if args.max_eval_samples is not None:
@@ -643,7 +652,11 @@ DATA_SOURCES = ("dataset_name", "data_dir", "train_file")
 
 def check_data_arguments(args: DataArguments) -> None:
     """Exactly one source of data, two languages, and sizes that can hold a sentence: before any file is read."""
-    given = [f"--{name} {getattr(args, name)}" for name in DATA_SOURCES if getattr(args, name)]
+    given = [
+        f"--{name} {value if isinstance(value, str) else ' '.join(value)}"
+        for name in DATA_SOURCES
+        if (value := getattr(args, name))
+    ]
     if len(given) != 1:
         found = f"got {' and '.join(given)}" if given else "got none"
         raise CorpusError(f"Pass exactly one of --dataset_name, --data_dir and --train_file ({found}).")
@@ -692,12 +705,12 @@ def prefix_splits(args: DataArguments) -> dict[str, str]:
     return splits | {prefix: prefix for prefix in args.test_prefixes}
 
 
-def file_splits(args: DataArguments) -> dict[str, str]:
-    """With --train_file: each split's file."""
+def file_splits(args: DataArguments) -> dict[str, list[str]]:
+    """With --train_file: each split's files."""
     splits = {"train": args.train_file}
     if args.validation_file:
-        splits["validation"] = args.validation_file
-    return splits | {split_name_of_test_file(path): path for path in args.test_files}
+        splits["validation"] = [args.validation_file]
+    return splits | {split_name_of_test_file(path): [path] for path in args.test_files}
 
 
 def split_name_of_test_file(path: str) -> str:

@@ -406,7 +406,7 @@ def write_model_folder(
         repo_id=args.hub_model_id or output_dir.name,
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,
-        dataset=data_args.dataset_name or data_args.data_dir or data_args.train_file,
+        dataset=data_args.data_source,
         hub_dataset=bool(data_args.dataset_name),
         config=config,
         parameters=trainer.model.num_parameters(),
