@@ -281,6 +281,19 @@ def test_several_training_files_of_any_kinds_are_joined_in_order_each_checked_on
     assert DataArguments(train_file=str(tsv)).train_file == [str(tsv)]  # a config's one file, a report's
 
 
+@pytest.mark.parametrize("names", [("EN", "DE"), ("en-US", "de_DE"), ("eng", "deu")])
+def test_columns_named_by_codes_as_people_and_tools_write_them(tmp_path, names):
+    import pandas  # datasets requires it
+
+    path = tmp_path / "pairs.csv"
+    pandas.DataFrame({names[1]: [d for _, d in PAIRS], names[0]: [e for e, _ in PAIRS]}).to_csv(path, index=False)
+    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == PAIRS
+    pandas.DataFrame({"en": ["a"], "de-DE": ["b"], "de-AT": ["c"]}).to_csv(path, index=False)  # which German?
+    with pytest.raises(CorpusError, match=r"pairs\.csv, line 1: columns de-DE and de-AT are both de; name one \("):
+        load_parallel_corpus(args, seed=0)
+
+
 def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_to_name(tmp_path):
     tsv, csv_file = tmp_path / "pairs.tsv", tmp_path / "pairs.csv"
     tsv.write_text("".join(f"{i}\t{e}\t{d}\n" for i, (e, d) in enumerate(PAIRS)), encoding="utf-8")

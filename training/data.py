@@ -38,7 +38,7 @@ from vanilla_transformer.extras import MissingExtra
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, lowercase_tokenizer
 
 from .console import first_line
-from .languages import SCRIPTS, script_of
+from .languages import SCRIPTS, codes_naming, script_of
 from .text_files import CorpusError, read_lines
 from .tmx import tmx_pairs
 
@@ -139,7 +139,7 @@ PAIR_FEATURES = Features({"source": Value("string"), "target": Value("string")})
 READER_CODE = hashlib.sha256(
     b"".join(
         Path(sys.modules[name].__file__).read_bytes()
-        for name in (__name__, read_lines.__module__, tmx_pairs.__module__)
+        for name in (__name__, read_lines.__module__, tmx_pairs.__module__, codes_naming.__module__)
     )
 ).hexdigest()  # the modules' files as installed: their source, or only their bytecode where that is all there is
 
@@ -201,12 +201,21 @@ def language_file(prefix: Path, lang: str) -> Path:
 SIDE_NAMES = (("source", "target"), ("src", "tgt"))  # column names that say which side a text is on, not its language
 
 
-def side_columns(names: Iterable[str], languages: tuple[str, str]) -> tuple[str, str] | None:
+def side_columns(names: Iterable[str], languages: tuple[str, str], where: str) -> tuple[str, str] | None:
     """The two of a table's column names (a header row's, a record's keys) that hold the source and the target texts:
-    the languages' codes, else "source" and "target" (or "src" and "tgt"), as tables made for translation often name
-    them; None where neither pair is there."""
-    names = set(names)
-    return next((pair for pair in (languages, *SIDE_NAMES) if set(pair) <= names), None)
+    those that name the languages (`codes_naming`: EN or en-US for en), else "source" and "target" (or "src" and
+    "tgt"), as tables made for translation often name them; None where neither pair is there. Two columns of one
+    language (en-US and en-GB for en) are refused: which one to read is the user's choice."""
+    names = list(names)
+    columns = [codes_naming(names, lang) for lang in languages]
+    for side, lang, named in zip(TEXT_COLUMNS, languages, columns, strict=True):
+        if len(named) > 1:
+            raise CorpusError(
+                f"{where}: columns {' and '.join(named)} are both {lang}; name one (--{side}_lang {named[0]})."
+            )
+    if all(columns):
+        return columns[0][0], columns[1][0]
+    return next((pair for pair in SIDE_NAMES if set(pair) <= set(names)), None)
 
 
 def missing_language(names: Iterable[str], languages: tuple[str, str]) -> str:
@@ -223,7 +232,7 @@ def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: st
     if quoted:
         logger.info("%s: its fields are quoted as pandas' to_csv writes them (a quote inside doubled); read so", path)
     first = first_fields(path, quoted)
-    sides = side_columns(first, (source_lang, target_lang))
+    sides = side_columns(first, (source_lang, target_lang), f"{path}, line 1")
     header = sides is not None
     if header:
         logger.info("%s: its first line names the columns: %s", path, first)
@@ -297,7 +306,7 @@ def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
         pair = record.get("translation", record) if isinstance(record, dict) else record
         if not isinstance(pair, dict):
             raise CorpusError(f"{where}: a {type(pair).__name__}, not an object of translations.")
-        sides = side_columns(pair, languages)
+        sides = side_columns(pair, languages, where)
         if sides is None:
             raise CorpusError(
                 f"{where}: no {missing_language(pair, languages)!r} translation (keys there: {sorted(pair)})."
@@ -354,7 +363,7 @@ def csv_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
         header = next(rows, None)
         if header is None:
             raise CorpusError(f"{path} is empty.")
-        sides = side_columns(header, languages)
+        sides = side_columns(header, languages, f"{path}, line 1")
         if sides is None:
             raise CorpusError(
                 f"{path}, line 1: no {missing_language(header, languages)!r} column (the header row names {header}; it "
@@ -509,7 +518,7 @@ def table_pairs(dataset: Dataset, args: DataArguments, where: str) -> Dataset:
     languages = (args.source_lang, args.target_lang)
     nested = "translation" in dataset.column_names
     texts = translation_languages(dataset.features["translation"]) if nested else dict(dataset.features)
-    sides = side_columns(texts, languages)
+    sides = side_columns(texts, languages, where)
     if sides is None and nested:
         missing = missing_language(texts, languages)
         raise CorpusError(f"{where}: its 'translation' column has no {missing!r} (languages: {sorted(texts)}).")

@@ -1,5 +1,8 @@
 """The script each language the recipe tells apart is written in, by its language code as users write them (en,
-zh-CN, zh_Hans, and Tatoeba's cmn and eng; `primary_language` reduces them)."""
+zh-CN, zh_Hans, and Tatoeba's cmn and eng; `primary_language` reduces them), and which of a file's codes name a
+language."""
+
+from collections.abc import Iterable
 
 from vanilla_transformer.pipeline_vanilla_transformer import primary_language
 
@@ -23,3 +26,11 @@ def script_of(code: str) -> str | None:
     """The script the language `code` is written in, or None where it is not in SCRIPTS."""
     language = primary_language(code)
     return next((script for script, (_, languages) in SCRIPTS.items() if language in languages.split()), None)
+
+
+def codes_naming(codes: Iterable[str], lang: str) -> list[str]:
+    """The codes among `codes` (a table's column names, a memory's segments) that name `lang`: the one that is `lang`
+    written in any case or with "_" for "-" (EN, en_us), else every one of its language (en-US and en-GB for en)."""
+    codes = list(dict.fromkeys(codes))
+    same = [code for code in codes if code.casefold().replace("_", "-") == lang.casefold().replace("_", "-")]
+    return same[:1] or [code for code in codes if primary_language(code) == primary_language(lang)]

@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
-from vanilla_transformer.pipeline_vanilla_transformer import primary_language
-
+from .languages import codes_naming
 from .text_files import CorpusError, binary_file
 
 logger = logging.getLogger(__name__)
@@ -86,15 +85,9 @@ def local_name(tag: str) -> str:
 
 
 def segment_in(segments: list[tuple[str, str]], lang: str, where: str) -> str | None:
-    """`lang`'s text among a unit's segments: the segment of that very code (in any case, "_" or "-"), else the one of
-    its language (en-US for en), else None. Two of its language and neither that code (zh-CN and zh-TW for zh) are
-    refused: which one to train on is the user's choice."""
-    code = lang.casefold().replace("_", "-")
-    exact = [text for found, text in segments if found.casefold().replace("_", "-") == code]
-    if exact:
-        return exact[0]
-    kin = [(found, text) for found, text in segments if primary_language(found) == primary_language(lang)]
-    variants = sorted({found for found, _ in kin})
-    if len(variants) > 1:
-        raise CorpusError(f"{where} {lang} is both {' and '.join(variants)} here; name the one to train on.")
-    return kin[0][1] if kin else None
+    """`lang`'s text among a unit's segments (`codes_naming`: en-US for en), or None. Two of its language and neither
+    that very code (zh-CN and zh-TW for zh) are refused: which one to train on is the user's choice."""
+    codes = codes_naming((code for code, _ in segments), lang)
+    if len(codes) > 1:
+        raise CorpusError(f"{where} {lang} is both {' and '.join(sorted(codes))} here; name the one to train on.")
+    return next(text for code, text in segments if code == codes[0]) if codes else None
