@@ -20,7 +20,7 @@ import sys
 import unicodedata
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -201,12 +201,13 @@ def language_file(prefix: Path, lang: str) -> Path:
 SIDE_NAMES = (("source", "target"), ("src", "tgt"))  # column names that say which side a text is on, not its language
 
 
-def side_columns(names: Iterable[str], languages: tuple[str, str], where: str) -> tuple[str, str] | None:
+def side_columns(names: Collection[str], languages: tuple[str, str], where: str) -> tuple[str, str] | None:
     """The two of a table's column names (a header row's, a record's keys) that hold the source and the target texts:
     those that name the languages (`codes_naming`: EN or en-US for en), else "source" and "target" (or "src" and
     "tgt"), as tables made for translation often name them; None where neither pair is there. Two columns of one
     language (en-US and en-GB for en) are refused: which one to read is the user's choice."""
-    names = list(names)
+    if all(lang in names for lang in languages):  # the usual case, read fast: a JSON file's every record asks
+        return languages
     columns = [codes_naming(names, lang) for lang in languages]
     for side, lang, named in zip(TEXT_COLUMNS, languages, columns, strict=True):
         if len(named) > 1:
