@@ -39,7 +39,7 @@ from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED
 
 from .console import first_line
 from .languages import SCRIPTS, codes_naming, script_of
-from .text_files import CorpusError, read_lines
+from .text_files import CorpusError, first_line_of, read_lines
 from .tmx import tmx_pairs
 
 logger = logging.getLogger(__name__)
@@ -253,10 +253,7 @@ def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: st
 
 def first_fields(path: Path, quoted: bool) -> list[str]:
     """The tab-separated fields of a file's first line: its header row, if it has one."""
-    lines = read_lines(path)
-    first = next(lines, None)
-    lines.close()
-    return [field.strip() for field in tsv_fields(first or "", quoted)]
+    return [field.strip() for field in tsv_fields(first_line_of(path), quoted)]
 
 
 QUOTED_FIELD = re.compile(r'"(?:[^"]|"")*"')  # as csv writes a field that holds a quote: in quotes, its quotes doubled
@@ -385,9 +382,7 @@ def csv_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
 def csv_delimiter(path: Path) -> str:
     """A comma, or a semicolon where the header row holds semicolons and no comma: Excel writes CSV so where a comma
     is the decimal mark (in German or French settings)."""
-    lines = read_lines(path)
-    header = next(lines, "")
-    lines.close()
+    header = first_line_of(path)
     return ";" if ";" in header and "," not in header else ","
 
 
@@ -623,26 +618,22 @@ def check_sides_hold_words(texts: dict[str, list[str]], origin: str, args: DataA
 def load_parallel_corpus(args: DataArguments, seed: int) -> DatasetDict:
     """Train, validation and test splits of "source"/"target" pairs, from the one source the arguments name."""
     check_data_arguments(args)
+    # Each split's parts, each with where it came from: several training files are checked one by one.
     if args.dataset_name:
-        corpus = read_hub_dataset(args)
-        origins = {split: [f"{args.dataset_name}, split {split}"] for split in corpus}
-        parts = {split: [corpus[split]] for split in corpus}
+        parts = {split: [(f"{args.dataset_name}, split {split}", d)] for split, d in read_hub_dataset(args).items()}
     elif args.data_dir:
         root, languages = Path(args.data_dir), f"{{{args.source_lang},{args.target_lang}}}"
-        origins = {split: [f"{root / prefix}.{languages}"] for split, prefix in prefix_splits(args).items()}
         parts = {
-            split: [read_text_pair(root / prefix, args.source_lang, args.target_lang)]
+            split: [(f"{root / prefix}.{languages}", read_text_pair(root / prefix, args.source_lang, args.target_lang))]
             for split, prefix in prefix_splits(args).items()
         }
     else:
-        origins = file_splits(args)
-        parts = {split: [read_file(path, args) for path in paths] for split, paths in origins.items()}
-    for split, datasets in parts.items():
-        for origin, dataset in zip(origins[split], datasets, strict=True):  # each file's own: one may be the odd one
-            texts = first_texts(dataset)
-            check_language_order(texts, origin, args)
-            check_sides_hold_words(texts, origin, args)
-    corpus = DatasetDict({split: concatenate_datasets(datasets) for split, datasets in parts.items()})
+        parts = {split: [(path, read_file(path, args)) for path in paths] for split, paths in file_splits(args).items()}
+    for origin, dataset in itertools.chain.from_iterable(parts.values()):
+        texts = first_texts(dataset)
+        check_language_order(texts, origin, args)
+        check_sides_hold_words(texts, origin, args)
+    corpus = DatasetDict({split: concatenate_datasets([d for _, d in pairs]) for split, pairs in parts.items()})
     corpus["train"] = drop_empty_pairs(corpus["train"], "train")
     corpus = held_out_splits(corpus, args, seed)
     corpus = preprocessed(corpus, args)

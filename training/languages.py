@@ -31,6 +31,11 @@ def script_of(code: str) -> str | None:
 def codes_naming(codes: Iterable[str], lang: str) -> list[str]:
     """The codes among `codes` (a table's column names, a memory's segments) that name `lang`: the one that is `lang`
     written in any case or with "_" for "-" (EN, en_us), else every one of its language (en-US and en-GB for en)."""
-    codes = list(dict.fromkeys(codes))
-    same = [code for code in codes if code.casefold().replace("_", "-") == lang.casefold().replace("_", "-")]
-    return same[:1] or [code for code in codes if primary_language(code) == primary_language(lang)]
+    codes, written, language = list(dict.fromkeys(codes)), normal_code(lang), primary_language(lang)
+    same = [code for code in codes if normal_code(code) == written]
+    return same[:1] or [code for code in codes if primary_language(code) == language]
+
+
+def normal_code(code: str) -> str:
+    """A code as compared: in lower case, with "-" for "_"."""
+    return code.casefold().replace("_", "-")

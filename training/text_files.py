@@ -29,6 +29,14 @@ def read_lines(path: str | Path) -> Iterator[str]:
         yield from decode_lines(stream, str(path))
 
 
+def first_line_of(path: str | Path) -> str:
+    """A file's first line ("" for an empty file): a header row, read without reading the rest."""
+    lines = read_lines(path)
+    first = next(lines, "")
+    lines.close()
+    return first
+
+
 @contextlib.contextmanager
 def binary_file(path: str | Path) -> Iterator[BinaryIO]:
     """A file's bytes, decompressed if its name ends in .gz; a cut-off .gz file, found while it is read, ends in a
