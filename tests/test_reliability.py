@@ -136,6 +136,15 @@ def tmx_of_two_chinese_variants(d: Path):
     load(train_file=str(d / "memory.tmx"), target_lang="zh")
 
 
+def xliff_not_translated_yet(d: Path):
+    units = "".join(f'<trans-unit id="{i}"><source>Sentence {i}.</source><target/></trans-unit>' for i in range(3))
+    document = (
+        f'<xliff version="1.2"><file source-language="en" target-language="de"><body>{units}</body></file></xliff>'
+    )
+    (d / "document.xlf").write_text(document, encoding="utf-8")
+    load(train_file=str(d / "document.xlf"))
+
+
 def two_sources(d: Path):
     load(data_dir="data", train_file="pairs.tsv")
 
@@ -633,6 +642,7 @@ CASES = [
         "a TMX file whose units hold `zh-CN` and `zh-TW` segments, `--target_lang zh`",
         tmx_of_two_chinese_variants,
     ),
+    ("training data", "an XLIFF document none of whose units is translated yet", xliff_not_translated_yet),
     ("training data", "`--data_dir` and `--train_file` both on the command line", two_sources),
     ("training data", "`--source_lang de --target_lang de`", one_language_for_both_sides),
     ("training data", "`--tsv_languages en en de`", a_tsv_column_language_named_twice),

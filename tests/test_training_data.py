@@ -188,7 +188,7 @@ def test_a_translation_memory_that_cannot_be_read_as_pairs_is_refused_in_one_lin
 
     units = [tuv("en", e) + tuv("de", d) for e, d in PAIRS]
     refused(tmx(units).replace("</seg></tuv></tu>", "</tuv></tu>", 1), r"memory\.tmx, line 5: not well-formed XML \(")
-    refused(tmx(units).replace("tmx", "xliff"), r"memory\.tmx: not a TMX file \(its root element is <xliff>\)")
+    refused(tmx(units).replace("tmx", "xliff"), r"memory\.tmx: its root element is <xliff>, not <tmx>\.")
     refused(tmx([]), r"memory\.tmx: no translation units \(<tu> elements")
     refused(
         tmx(units), r"memory\.tmx: no translation unit holds both en and fr \(its languages: de, en\)", target_lang="fr"
@@ -204,6 +204,90 @@ def test_a_translation_memory_that_cannot_be_read_as_pairs_is_refused_in_one_lin
     path.write_text(tmx(units), encoding="utf-8")  # the code named: that segment
     args = DataArguments(train_file=str(path), target_lang="zh-tw", split_validation_size=2, split_test_size=2)
     assert set(load_parallel_corpus(args, seed=0)["train"]["target"]) == {"我是學生。"}
+
+
+def xliff_12(files: list[tuple[str, str, list[str]]]) -> str:
+    """An XLIFF 1.2 document of `files` (source language, target language, <trans-unit> elements), as Okapi, OmegaT
+    and Trados write one."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">\n'
+        + "".join(
+            f'  <file original="f{i}.html" source-language="{source}" target-language="{target}" datatype="html">\n'
+            '    <header><skl><external-file href="f.skl"/></skl></header>\n    <body>\n'
+            + "".join(f"      {unit}\n" for unit in units)
+            + "    </body>\n  </file>\n"
+            for i, (source, target, units) in enumerate(files)
+        )
+        + "</xliff>\n"
+    )
+
+
+def trans_unit(inner: str, attributes: str = "") -> str:
+    return f'<trans-unit id="1"{attributes}>{inner}</trans-unit>'
+
+
+def test_an_xliff_document_as_translation_tools_hand_it_on(tmp_path, caplog):
+    units = [trans_unit(f"<source>{e}</source><target>{d}</target>") for e, d in PAIRS]
+    # Inline codes: <g> and <mrk> hold text, <x/> and <ph> the document's formatting; <alt-trans> is a suggestion.
+    units[1] = trans_unit(
+        '<source>Click <g id="1">Save</g> now<x id="2"/>.</source><seg-source><mrk mtype="seg" mid="1">Click'
+        '</mrk></seg-source><target state="final"><mrk mtype="seg" mid="1">Klicken Sie jetzt auf <g id="1">Speichern'
+        '</g><ph id="2">&lt;br/&gt;</ph>.</mrk></target>'
+        "<alt-trans><source>Click</source><target>Nein</target></alt-trans>"
+    )
+    units.append(trans_unit("<source>Not yet translated.</source>"))  # no target
+    units.append(trans_unit('<source>Copied.</source><target state="needs-translation">Copied.</target>'))
+    units.append(trans_unit("<source>ACME</source><target>ACME</target>", ' translate="no"'))
+    french = [trans_unit("<source>A dog.</source><target>Un chien.</target>")]
+    path = tmp_path / "project.sdlxliff"
+    path.write_text(xliff_12([("en-US", "de-DE", units), ("en-US", "fr-FR", french)]), encoding="utf-8")
+    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.training.xliff"):
+        corpus = load_parallel_corpus(args, seed=0)
+    expected = [PAIRS[0], ("Click Save now.", "Klicken Sie jetzt auf Speichern."), *PAIRS[2:]]
+    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == expected
+    assert "2 of 12 segments not translated; left out" in caplog.text
+    assert "1 of 12 segments marked not to translate; left out" in caplog.text
+    assert "1 of 12 segments not in en and de; left out" in caplog.text
+    # XLIFF 2: a segment a pair, translated from German into English: read the other way round for en -> de.
+    segments = "".join(f"<segment><source>{d}</source><target>{e}</target></segment>" for e, d in PAIRS)
+    segments += '<segment state="initial"><source>Noch nicht.</source><target>Noch nicht.</target></segment>'
+    document = '<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="de" trgLang="en"><file '
+    document += f'id="f1"><unit id="u1">{segments}<ignorable><source> </source></ignorable></unit></file></xliff>'
+    path = tmp_path / "document.xlf"
+    path.write_text(document, encoding="utf-8")
+    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    corpus = load_parallel_corpus(args, seed=0)
+    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == PAIRS
+
+
+def test_an_xliff_document_that_cannot_be_read_as_pairs_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "document.xlf"
+
+    def refused(document: str, match: str, **languages: str) -> None:
+        path.write_text(document, encoding="utf-8")
+        with pytest.raises(CorpusError, match=match):
+            load_parallel_corpus(DataArguments(train_file=str(path), **languages), seed=0)
+
+    units = [trans_unit(f"<source>{e}</source><target>{d}</target>") for e, d in PAIRS]
+    document = xliff_12([("en", "de", units)])
+    refused(document.replace("</target>", "", 1), r"document\.xlf, line 6: not well-formed XML \(")
+    refused(tmx([]), r"document\.xlf: its root element is <tmx>, not <xliff>\.")
+    refused(xliff_12([("en", "de", [])]), r"document\.xlf: no translation units \(<trans-unit> or <unit> elements")
+    refused(
+        document,
+        r"document\.xlf: none of its 8 segments is a translation between en and zh \(8 not in en and zh; its "
+        r"languages: en→de\)\.",
+        target_lang="zh",
+    )
+    refused(
+        xliff_12([("en", "de", [trans_unit(f"<source>{e}</source><target/>") for e, _ in PAIRS])]),
+        r"none of its 8 segments is a translation between en and de \(8 not translated; its languages: en→de\)",
+    )
+    refused(
+        document.replace(' source-language="en"', ""),
+        r"document\.xlf, translation unit 1: no source language named \(source-language on <file>",
+    )
 
 
 @pytest.mark.parametrize(

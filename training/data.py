@@ -41,6 +41,8 @@ from .console import first_line
 from .languages import SCRIPTS, codes_naming, script_of
 from .text_files import CorpusError, first_line_of, read_lines
 from .tmx import tmx_pairs
+from .xliff import xliff_pairs
+from .xml_units import xml_units
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ TEXT_COLUMNS = ["source", "target"]  # every corpus split's; tokenized, only the
 # vocabulary learned from the corpus leaves far fewer (the rare characters that character_coverage drops), one learned
 # from other languages most of them (docs/training.md, Fine-tuning).
 UNCOVERED_SHARE = 0.1
+FILE_KINDS = ".tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet, .xlsx, .tmx or .xlf (XLIFF)"
+XLIFF_SUFFIXES = {".xlf", ".xliff", ".sdlxliff", ".mqxliff"}  # the standard's, Trados's and memoQ's
 
 
 @dataclass
@@ -75,17 +79,10 @@ class DataArguments:
     test_prefixes: list[str] = field(default_factory=list, metadata={"help": "With --data_dir: test prefixes."})
     train_file: list[str] = field(
         default_factory=list,
-        metadata={
-            "help": "A .tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet, .xlsx or .tmx training file, or "
-            "several (of any of these kinds), joined in order."
-        },
+        metadata={"help": f"A {FILE_KINDS} training file, or several (of any of these kinds), joined in order."},
     )
-    validation_file: str | None = field(
-        default=None, metadata={"help": "A .tsv, .txt, .csv, .jsonl, .json, .parquet, .xlsx or .tmx validation file."}
-    )
-    test_files: list[str] = field(
-        default_factory=list, metadata={"help": ".tsv, .txt, .csv, .jsonl, .json, .parquet, .xlsx or .tmx test files."}
-    )
+    validation_file: str | None = field(default=None, metadata={"help": f"A {FILE_KINDS} validation file."})
+    test_files: list[str] = field(default_factory=list, metadata={"help": f"{FILE_KINDS} test files."})
     tsv_languages: list[str] = field(
         default_factory=list,
         metadata={
@@ -139,7 +136,7 @@ PAIR_FEATURES = Features({"source": Value("string"), "target": Value("string")})
 READER_CODE = hashlib.sha256(
     b"".join(
         Path(sys.modules[name].__file__).read_bytes()
-        for name in (__name__, read_lines.__module__, tmx_pairs.__module__, codes_naming.__module__)
+        for name in (__name__, *(f.__module__ for f in (read_lines, xml_units, tmx_pairs, xliff_pairs, codes_naming)))
     )
 ).hexdigest()  # the modules' files as installed: their source, or only their bytecode where that is all there is
 
@@ -404,6 +401,8 @@ def read_file(path: str, args: DataArguments) -> Dataset:
         return read_tsv(Path(path), tsv_columns(args), args.source_lang, args.target_lang)
     if ".tmx" in suffixes:
         return read_tmx(Path(path), args.source_lang, args.target_lang)
+    if XLIFF_SUFFIXES & set(suffixes):
+        return read_xliff(Path(path), args.source_lang, args.target_lang)
     if ".jsonl" in suffixes or ".json" in suffixes:
         return read_jsonl(Path(path), args.source_lang, args.target_lang)
     if ".csv" in suffixes:
@@ -414,10 +413,7 @@ def read_file(path: str, args: DataArguments) -> Dataset:
         return read_excel(Path(path), args)
     if {".xls", ".ods", ".numbers"} & set(suffixes):
         raise CorpusError(f"{path}: a spreadsheet format other than .xlsx; save it as .xlsx (or .csv).")
-    raise CorpusError(
-        f"{path}: unknown file type; use .tsv (or .txt), .csv, .jsonl, .json, .parquet, .xlsx or .tmx (or --data_dir "
-        "for line-aligned text files)."
-    )
+    raise CorpusError(f"{path}: unknown file type; use {FILE_KINDS} (or --data_dir for line-aligned text files).")
 
 
 def read_hub_dataset(args: DataArguments) -> DatasetDict:
@@ -550,6 +546,11 @@ def translation_languages(feature: object) -> dict:
 def read_tmx(path: Path, source_lang: str, target_lang: str) -> Dataset:
     """A translation memory (TMX): each translation unit's segments in the two languages (training.tmx)."""
     return pairs_dataset(tmx_pairs, (path,), languages=(source_lang, target_lang))
+
+
+def read_xliff(path: Path, source_lang: str, target_lang: str) -> Dataset:
+    """An XLIFF document: each unit's source and target, where they are the two languages (training.xliff)."""
+    return pairs_dataset(xliff_pairs, (path,), languages=(source_lang, target_lang))
 
 
 # What the data's columns hold: languages named the other way round, or a column of row numbers, train garbage ---

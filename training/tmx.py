@@ -1,7 +1,5 @@
 """Translation memories (TMX 1.1 to 1.4b), as translation tools (Trados, memoQ, OmegaT) and OPUS export them: pairs
-of each translation unit's segments in two languages. Read here, unit by unit, with the standard library's XML parser:
-`datasets`' "xml" builder reads a whole file as one string, and pandas' `read_xml` neither groups a unit's segments nor
-keeps a segment's inline text."""
+of each translation unit's segments in two languages, read unit by unit (training.xml_units)."""
 
 import logging
 from collections.abc import Iterator
@@ -9,18 +7,16 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from .languages import codes_naming
-from .text_files import CorpusError, binary_file
+from .text_files import CorpusError
+from .xml_units import XML_LANG, local_name, segment_text, xml_units
 
 logger = logging.getLogger(__name__)
-
-TMX_CODES = {"bpt", "ept", "it", "ph", "ut"}  # inline elements that hold the original document's formatting codes
-XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 
 def tmx_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
     """The "source"/"target" pairs of a TMX file's units that hold both `languages`, in order."""
     path, found, units, pairs = files[0], set(), 0, 0
-    for units, unit in enumerate(tmx_units(path), start=1):
+    for units, (unit, _) in enumerate(xml_units(path, "tmx", {"tu"}), start=1):
         where = f"{path}, translation unit {units}"
         segments = [tuv_segment(tuv, where) for tuv in unit if local_name(tuv.tag) == "tuv"]
         found.update(code for code, _ in segments)
@@ -40,26 +36,6 @@ def tmx_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
         logger.info("%s: %d of %d translation units lack %s or %s; left out", path, units - pairs, units, *languages)
 
 
-def tmx_units(path: Path) -> Iterator[ElementTree.Element]:
-    """Each translation unit (<tu>) of a TMX file, in order; the units read are freed before the next is read."""
-    with binary_file(path) as stream:
-        events = ElementTree.iterparse(stream, events=("start", "end"))
-        try:
-            _, root = next(events)
-            if local_name(root.tag) != "tmx":
-                raise CorpusError(f"{path}: not a TMX file (its root element is <{local_name(root.tag)}>).")
-            parent = root
-            for event, element in events:
-                if event == "start":
-                    parent = element if local_name(element.tag) == "body" else parent
-                elif local_name(element.tag) == "tu":
-                    yield element
-                    parent.clear()  # so that a memory of millions of units is read in little memory
-        except ElementTree.ParseError as error:
-            reason = str(error).rsplit(": line ", 1)[0]
-            raise CorpusError(f"{path}, line {error.position[0]}: not well-formed XML ({reason}).") from None
-
-
 def tuv_segment(tuv: ElementTree.Element, where: str) -> tuple[str, str]:
     """A <tuv>'s language (xml:lang, or TMX 1.1's lang) and its segment's text."""
     code = tuv.get(XML_LANG) or tuv.get("lang")
@@ -67,21 +43,6 @@ def tuv_segment(tuv: ElementTree.Element, where: str) -> tuple[str, str]:
         raise CorpusError(f"{where}: a <tuv> without xml:lang (each segment names its language).")
     seg = next((child for child in tuv if local_name(child.tag) == "seg"), None)
     return code, "" if seg is None else segment_text(seg)
-
-
-def segment_text(element: ElementTree.Element) -> str:
-    """An element's text with its inline formatting codes left out and highlighted text (<hi>) kept."""
-    parts = [element.text or ""]
-    for child in element:
-        if local_name(child.tag) not in TMX_CODES:
-            parts.append(segment_text(child))
-        parts.append(child.tail or "")
-    return "".join(parts)
-
-
-def local_name(tag: str) -> str:
-    """An XML tag without its namespace ("{http://www.lisa.org/tmx14}tu" -> "tu")."""
-    return tag.rsplit("}", 1)[-1]
 
 
 def segment_in(segments: list[tuple[str, str]], lang: str, where: str) -> str | None:
