@@ -94,7 +94,7 @@ def tsv_without_tab(d: Path):
 
 
 def csv_without_the_target_column(d: Path):
-    (d / "pairs.csv").write_text("english,german\na dog,ein Hund\n", encoding="utf-8")
+    (d / "pairs.csv").write_text("text,translation\na dog,ein Hund\n", encoding="utf-8")
     load(train_file=str(d / "pairs.csv"))
 
 
@@ -622,7 +622,7 @@ CASES = [
     ("training data", "a `.gz` file cut off while copying", cut_off_gzip),
     ("training data", "empty files", empty_files),
     ("training data", "a TSV line without a tab", tsv_without_tab),
-    ("training data", "a CSV whose header row names no column `en` (`english,german`)", csv_without_the_target_column),
+    ("training data", "a CSV whose header row names no language (`text,translation`)", csv_without_the_target_column),
     (
         "training data",
         "Tatoeba's `cmn-eng.tsv` (English first) with `--source_lang zh --target_lang en`, no `--tsv_languages`",

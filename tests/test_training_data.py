@@ -126,7 +126,7 @@ def test_a_spreadsheet_as_excel_and_pandas_write_it_its_cells_as_text(tmp_path):
     corpus = load_parallel_corpus(args, seed=0)
     assert corpus["validation"]["source"] == [e for e, _ in PAIRS[:6]] + ["NA", "1999"]
     assert corpus["validation"]["target"] == [d for _, d in PAIRS[:6]] + ["NA", "2000"]
-    table.rename(columns={"en": "english"}).to_excel(path, index=False)
+    table.rename(columns={"en": "text"}).to_excel(path, index=False)
     with pytest.raises(CorpusError, match=r"pairs\.xlsx, its first sheet: no 'translation' column and no columns 'en'"):
         load_parallel_corpus(args, seed=0)
     path.write_text("en,de\n", encoding="utf-8")
@@ -365,17 +365,24 @@ def test_several_training_files_of_any_kinds_are_joined_in_order_each_checked_on
     assert DataArguments(train_file=str(tsv)).train_file == [str(tsv)]  # a config's one file, a report's
 
 
-@pytest.mark.parametrize("names", [("EN", "DE"), ("en-US", "de_DE"), ("eng", "deu")])
+@pytest.mark.parametrize("names", [("EN", "DE"), ("en-US", "de_DE"), ("eng", "deu"), ("English", "German")])
 def test_columns_named_by_codes_as_people_and_tools_write_them(tmp_path, names):
     import pandas  # datasets requires it
 
+    table = pandas.DataFrame({names[1]: [d for _, d in PAIRS], names[0]: [e for e, _ in PAIRS]})
+    table.to_csv(tmp_path / "pairs.tsv", sep="\t", index=False)  # an English header row was read as a pair
     path = tmp_path / "pairs.csv"
-    pandas.DataFrame({names[1]: [d for _, d in PAIRS], names[0]: [e for e, _ in PAIRS]}).to_csv(path, index=False)
-    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    table.to_csv(path, index=False)
+    for file in (path, tmp_path / "pairs.tsv"):
+        args = DataArguments(train_file=str(file), validation_file=str(file), split_test_size=0)
+        assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == PAIRS
+    # A TSV without a header row, its columns' languages named as the file names them.
+    (tmp_path / "pairs.tsv").write_text("".join(f"{d}\t{e}\n" for e, d in PAIRS), encoding="utf-8")
+    args = replace(args, tsv_languages=list(reversed(names)))
     assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == PAIRS
     pandas.DataFrame({"en": ["a"], "de-DE": ["b"], "de-AT": ["c"]}).to_csv(path, index=False)  # which German?
     with pytest.raises(CorpusError, match=r"pairs\.csv, line 1: columns de-DE and de-AT are both de; name one \("):
-        load_parallel_corpus(args, seed=0)
+        load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
 
 
 def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_to_name(tmp_path):

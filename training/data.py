@@ -235,12 +235,10 @@ def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: st
     if header:
         logger.info("%s: its first line names the columns: %s", path, first)
     else:
-        sides = (source_lang, target_lang)
-        for lang in sides:
-            if lang not in languages:
-                raise CorpusError(
-                    f"{path}: unknown language code {lang!r}; its columns are {languages} (--tsv_languages)."
-                )
+        sides = side_columns(languages, (source_lang, target_lang), "--tsv_languages")
+        if sides is None:
+            lang = missing_language(languages, (source_lang, target_lang))
+            raise CorpusError(f"{path}: unknown language code {lang!r}; its columns are {languages} (--tsv_languages).")
     names = first if header else languages
     source_column, target_column = names.index(sides[0]), names.index(sides[1])
     expected = max(source_column, target_column) + 1 if header else len(languages)

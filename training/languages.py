@@ -1,7 +1,8 @@
 """The script each language the recipe tells apart is written in, by its language code as users write them (en,
-zh-CN, zh_Hans, and Tatoeba's cmn and eng; `primary_language` reduces them), and which of a file's codes name a
-language."""
+zh-CN, zh_Hans, and Tatoeba's cmn and eng; `primary_language` reduces them), and which of a file's codes (or names, as
+a spreadsheet's header row may hold them: English, German) name a language."""
 
+import functools
 from collections.abc import Iterable
 
 from vanilla_transformer.pipeline_vanilla_transformer import primary_language
@@ -30,10 +31,25 @@ def script_of(code: str) -> str | None:
 
 def codes_naming(codes: Iterable[str], lang: str) -> list[str]:
     """The codes among `codes` (a table's column names, a memory's segments) that name `lang`: the one that is `lang`
-    written in any case or with "_" for "-" (EN, en_us), else every one of its language (en-US and en-GB for en)."""
+    written in any case or with "_" for "-" (EN, en_us), else every one of its language (en-US and en-GB for en, and
+    its English name: English)."""
     codes, written, language = list(dict.fromkeys(codes)), normal_code(lang), primary_language(lang)
     same = [code for code in codes if normal_code(code) == written]
-    return same[:1] or [code for code in codes if primary_language(code) == language]
+    return same[:1] or [code for code in codes if code_language(code) == language]
+
+
+def code_language(code: str) -> str:
+    """The language a code names (`primary_language`), or the one whose English name it is ("German" -> "de")."""
+    return english_names().get(code.strip().casefold()) or primary_language(code)
+
+
+@functools.cache
+def english_names() -> dict[str, str]:
+    """Languages' English names in lower case and their codes ("german": "de", "mandarin": "zh"): transformers' table
+    of Whisper's hundred languages, the one such table among the dependencies."""
+    from transformers.models.whisper.tokenization_whisper import TO_LANGUAGE_CODE
+
+    return TO_LANGUAGE_CODE
 
 
 def normal_code(code: str) -> str:
