@@ -67,8 +67,8 @@ def invalid_utf8(d: Path):
     load(data_dir=str(d))
 
 
-def utf16(d: Path):
-    write_pairs(d, "train", "a\nb\n".encode("utf-16"), b"a\nb\n")
+def broken_utf16(d: Path):
+    write_pairs(d, "train", "a\nb\n".encode("utf-16") + b"\x00\xd8", b"a\nb\n")
     load(data_dir=str(d))
 
 
@@ -617,7 +617,7 @@ def all_labels_ignored(d: Path):
 CASES = [
     ("training data", "`train.en` has 3 lines, `train.de` 2", mismatched_files),
     ("training data", "a line that is not UTF-8 (Latin-1 `été`)", invalid_utf8),
-    ("training data", "a UTF-16 file", utf16),
+    ("training data", "a UTF-16 file with a broken character (half a surrogate pair)", broken_utf16),
     ("training data", "binary data", binary),
     ("training data", "a `.gz` file cut off while copying", cut_off_gzip),
     ("training data", "empty files", empty_files),

@@ -1,9 +1,10 @@
 """training.data: every kind of source, deterministic splits, and errors that name the file and line."""
 
+import codecs
 import gzip
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -178,14 +179,19 @@ def test_a_translation_memory_as_translation_tools_and_opus_export_it(tmp_path, 
     assert load_parallel_corpus(args, seed=0)["validation"]["target"] == [d for _, d in PAIRS]
 
 
-def test_a_translation_memory_that_cannot_be_read_as_pairs_is_refused_in_one_line(tmp_path):
-    path = tmp_path / "memory.tmx"
+def refused_as(path: Path) -> Callable[..., None]:
+    """A check that the document written to `path` is refused as training data with an error matching `match`."""
 
     def refused(document: str, match: str, **languages: str) -> None:
         path.write_text(document, encoding="utf-8")
         with pytest.raises(CorpusError, match=match):
             load_parallel_corpus(DataArguments(train_file=str(path), **languages), seed=0)
 
+    return refused
+
+
+def test_a_translation_memory_that_cannot_be_read_as_pairs_is_refused_in_one_line(tmp_path):
+    path, refused = tmp_path / "memory.tmx", refused_as(tmp_path / "memory.tmx")
     units = [tuv("en", e) + tuv("de", d) for e, d in PAIRS]
     refused(tmx(units).replace("</seg></tuv></tu>", "</tuv></tu>", 1), r"memory\.tmx, line 5: not well-formed XML \(")
     refused(tmx(units).replace("tmx", "xliff"), r"memory\.tmx: its root element is <xliff>, not <tmx>\.")
@@ -262,13 +268,7 @@ def test_an_xliff_document_as_translation_tools_hand_it_on(tmp_path, caplog):
 
 
 def test_an_xliff_document_that_cannot_be_read_as_pairs_is_refused_in_one_line(tmp_path):
-    path = tmp_path / "document.xlf"
-
-    def refused(document: str, match: str, **languages: str) -> None:
-        path.write_text(document, encoding="utf-8")
-        with pytest.raises(CorpusError, match=match):
-            load_parallel_corpus(DataArguments(train_file=str(path), **languages), seed=0)
-
+    refused = refused_as(tmp_path / "document.xlf")
     units = [trans_unit(f"<source>{e}</source><target>{d}</target>") for e, d in PAIRS]
     document = xliff_12([("en", "de", units)])
     refused(document.replace("</target>", "", 1), r"document\.xlf, line 6: not well-formed XML \(")
@@ -702,15 +702,32 @@ def test_a_file_cached_by_another_version_of_the_readers_is_read_again(tmp_path,
     assert data.pairs_dataset(cached_pairs, (tmp_path / "pairs.txt",))["source"][:] == ["second"]
 
 
+def test_utf16_text_as_excel_saves_unicode_text_and_notepad_saves_unicode(tmp_path):
+    pairs = [*PAIRS, ('He said "hi".', "Er sagte „hallo“."), ("A line\u2028break.", "Ein Zeilen\u2028umbruch.")]
+    # Excel's "Unicode Text": UTF-16 with its byte-order mark, tabs, CRLF, a field with quotes in quotes, doubled.
+    rows = ["en\tde", *(f"{e}\t{d}" for e, d in pairs)]
+    rows[-2] = '"He said ""hi""."\tEr sagte „hallo“.'
+    (tmp_path / "pairs.txt").write_bytes("".join(row + "\r\n" for row in rows).encode("utf-16"))
+    path = str(tmp_path / "pairs.txt")
+    corpus = load_parallel_corpus(DataArguments(train_file=path, validation_file=path, split_test_size=0), seed=0)
+    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == pairs
+    # Line-aligned files, one in UTF-16 big-endian.
+    write_pairs(tmp_path, "train", pairs)
+    (tmp_path / "train.de").write_bytes(codecs.BOM_UTF16_BE + "".join(d + "\n" for _, d in pairs).encode("utf-16-be"))
+    args = DataArguments(data_dir=str(tmp_path), validation_prefix="train", split_test_size=0)
+    corpus = load_parallel_corpus(args, seed=0)
+    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == pairs
+
+
 @pytest.mark.parametrize(
     "content, message",
     [
         (b"ok\n\xff\xfe broken\n", r"train\.en, line 2: not UTF-8 text \(byte 0xff at byte 1 of the line\)"),
-        ("utf 16\n".encode("utf-16"), r"train\.en: UTF-16 text; convert it to UTF-8"),
+        ("ok\n".encode("utf-16") + b"\x00\xd8A\x00\n\x00", r"train\.en: not UTF-16 text \(illegal UTF-16 surrogate\)"),
         (b"text\nbinary \x00\x01\x02\n", r"train\.en, line 2: a NUL byte; this is binary data"),
         (b"", r"train\.de has 8 lines but .*train\.en has 0"),
     ],
-    ids=["invalid-utf8", "utf16", "binary", "empty"],
+    ids=["invalid-utf8", "invalid-utf16", "binary", "empty"],
 )
 def test_text_that_cannot_be_read_names_the_file_and_line(tmp_path, content, message):
     write_pairs(tmp_path, "train", PAIRS)

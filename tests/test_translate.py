@@ -123,6 +123,14 @@ def test_the_input_file_is_never_overwritten(smoke_run, tmp_path, capsys):
         assert source.read_text(encoding="utf-8") == "\n".join(SOURCES) + "\n"
 
 
+def test_a_utf16_input_file_as_windows_tools_save_it(smoke_run, tmp_path, capsys):
+    folder, _ = smoke_run
+    sentences = [s for s in SOURCES if s][:2]
+    (tmp_path / "in.txt").write_bytes("".join(s + "\r\n" for s in sentences).encode("utf-16"))
+    main(["--model", str(folder), "--input", str(tmp_path / "in.txt")])
+    assert capsys.readouterr().out.splitlines() == translate(folder, sentences)
+
+
 def test_bad_input_ends_in_one_line_naming_it(smoke_run, tmp_path, monkeypatch, capsys):
     folder, _ = smoke_run
     monkeypatch.setattr(sys, "stdin", stdin(b"\x89PNG\r\n\x1a\n\x00\x00"))

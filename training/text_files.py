@@ -4,12 +4,14 @@ Python's text mode and `str.splitlines` (which `datasets`' "text" builder uses) 
 "\\x0b", "\\x1c"-"\\x1e", "\\x85", "\\u2028" and "\\u2029": one such character inside a sentence then shifts every
 later line of one side of a parallel corpus against the other, with no error. Here a line ends at "\\n" only (a
 "\\r" before it, from Windows files, is dropped); a UTF-8 byte-order mark at the start is dropped; bytes that are not
-UTF-8, binary data and truncated .gz files end in a `CorpusError` that names the file and line.
+UTF-8, binary data and truncated .gz files end in a `CorpusError` that names the file and line. A text in UTF-16 with
+its byte-order mark (Excel's "Unicode Text", Windows tools') is read as such.
 """
 
 import codecs
 import contextlib
 import gzip
+import io
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,12 +57,13 @@ def binary_file(path: str | Path) -> Iterator[BinaryIO]:
 
 
 def decode_lines(stream: BinaryIO, name: str) -> Iterator[str]:
-    """The lines of a binary stream of UTF-8 text (a file, or `sys.stdin.buffer`); `name` is used in errors."""
+    """The lines of a binary stream of UTF-8 text, or of UTF-16 text with its byte-order mark where the stream can be
+    peeked at (a file, `sys.stdin.buffer`); `name` is used in errors."""
+    if hasattr(stream, "peek") and stream.peek(2)[:2] in UTF16_BOMS:
+        yield from utf16_lines(stream, name)
+        return
     for number, raw in enumerate(stream, start=1):  # a binary stream splits at b"\n" only
-        if number == 1:
-            if raw.startswith(UTF16_BOMS):
-                raise CorpusError(f"{name}: UTF-16 text; convert it to UTF-8 (iconv -f UTF-16 -t UTF-8).")
-            raw = raw.removeprefix(codecs.BOM_UTF8)
+        raw = raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -68,6 +71,25 @@ def decode_lines(stream: BinaryIO, name: str) -> Iterator[str]:
                 f"{name}, line {number}: not UTF-8 text (byte {raw[error.start]:#04x} at byte {error.start + 1} of "
                 "the line); convert the file to UTF-8."
             ) from None
-        if "\x00" in line:
-            raise CorpusError(f"{name}, line {number}: a NUL byte; this is binary data, not text.")
-        yield line.removesuffix("\n").removesuffix("\r")
+        yield text_line(line, number, name)
+
+
+def utf16_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+    """The lines of a binary stream of UTF-16 text that starts with its byte-order mark."""
+    text, number = io.TextIOWrapper(stream, encoding="utf-16", newline="\n"), 0  # newline: lines end at "\n" only
+    try:
+        for number, line in enumerate(text, start=1):
+            yield text_line(line, number, name)
+    except UnicodeDecodeError as error:
+        # decoded a block at a time: the bad bytes lie somewhere past the last line read
+        where = f"{name}, after line {number}" if number else name
+        raise CorpusError(f"{where}: not UTF-16 text ({error.reason}).") from None
+    finally:
+        text.detach()  # the stream is its opener's to close
+
+
+def text_line(line: str, number: int, name: str) -> str:
+    """A decoded line without its line end; a NUL in it (binary data) ends in a `CorpusError`."""
+    if "\x00" in line:
+        raise CorpusError(f"{name}, line {number}: a NUL byte; this is binary data, not text.")
+    return line.removesuffix("\n").removesuffix("\r")

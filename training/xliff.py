@@ -30,7 +30,7 @@ def xliff_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
         for source, target, state in unit_segments(unit):
             segments += 1
             codes = (source.get(XML_LANG) or declared[0], target_language(target, declared))
-            found.add("→".join(code or "?" for code in codes))
+            found.add(codes)
             order = side_order(codes, languages)
             if unit.get("translate") == "no":
                 left_out["marked not to translate"] += 1
@@ -45,9 +45,10 @@ def xliff_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
         raise CorpusError(f"{path}: no translation units (<trans-unit> or <unit> elements with a <source>).")
     if sum(left_out.values()) == segments:
         reasons = ", ".join(f"{count} {reason}" for reason, count in left_out.items())
+        pairs = sorted(f"{source}→{target or '?'}" for source, target in found)
         raise CorpusError(
             f"{path}: none of its {segments} segments is a translation between {languages[0]} and {languages[1]} "
-            f"({reasons}; its languages: {', '.join(sorted(found))})."
+            f"({reasons}; its languages: {', '.join(pairs)})."
         )
     for reason, count in left_out.items():
         logger.info("%s: %d of %d segments %s; left out", path, count, segments, reason)
