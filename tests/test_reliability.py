@@ -93,6 +93,12 @@ def tsv_without_tab(d: Path):
     load(train_file=str(d / "pairs.tsv"))
 
 
+def tsv_whose_columns_change_part_way(d: Path):
+    rows = [f"dog {i}\tHund {i}\n" for i in range(1200)] + [f"cat {i}\tKatze {i}\tCC-BY\n" for i in range(300)]
+    (d / "pairs.tsv").write_text("".join(rows), encoding="utf-8")
+    load(train_file=str(d / "pairs.tsv"))
+
+
 def csv_without_the_target_column(d: Path):
     (d / "pairs.csv").write_text("text,translation\na dog,ein Hund\n", encoding="utf-8")
     load(train_file=str(d / "pairs.csv"))
@@ -622,6 +628,11 @@ CASES = [
     ("training data", "a `.gz` file cut off while copying", cut_off_gzip),
     ("training data", "empty files", empty_files),
     ("training data", "a TSV line without a tab", tsv_without_tab),
+    (
+        "training data",
+        "a TSV whose last 300 of 1,500 lines hold a third column (an attribution added part-way)",
+        tsv_whose_columns_change_part_way,
+    ),
     ("training data", "a CSV whose header row names no language (`text,translation`)", csv_without_the_target_column),
     (
         "training data",

@@ -702,6 +702,35 @@ def test_a_file_cached_by_another_version_of_the_readers_is_read_again(tmp_path,
     assert data.pairs_dataset(cached_pairs, (tmp_path / "pairs.txt",))["source"][:] == ["second"]
 
 
+def test_a_tsv_line_split_by_a_tab_inside_a_sentence_is_left_out_with_a_warning(tmp_path, caplog):
+    # As `paste train.en train.de` writes it where a sentence holds a tab (Multi30K's German line 7366 does).
+    pairs = PAIRS * 20
+    lines = [f"{e}\t{d}" for e, d in pairs]
+    lines[5] = "Zwei Männer\tspielen.\tTwo men play."
+    path = tmp_path / "pasted.tsv"
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    with caplog.at_level(logging.WARNING, logger="vanilla_transformer.training.data"):
+        validation = load_parallel_corpus(args, seed=0)["validation"]
+    assert list(zip(validation["source"], validation["target"], strict=True)) == pairs[:5] + pairs[6:]
+    assert (
+        "1 of 160 lines hold more tab-separated fields than its others' 2, a tab inside a sentence: left out (line 6)"
+        in caplog.text
+    )
+    # A trailing tab holds nothing: the line is read.
+    path.write_text("".join(line + "\t" * (i == 5) + "\n" for i, line in enumerate(lines[:5] * 2)), encoding="utf-8")
+    assert load_parallel_corpus(args, seed=0)["validation"].num_rows == 10
+    # Many such lines: the columns change part-way; refused.
+    rows = [f"{e}\t{d}\n" for e, d in pairs * 8] + [f"{e}\t{d}\tCC-BY\n" for e, d in pairs]
+    path.write_text("".join(rows), encoding="utf-8")
+    with pytest.raises(
+        CorpusError,
+        match=r"pasted\.tsv: 160 of 1440 lines hold more tab-separated fields than its "
+        r"first lines' 2 \(lines 1281, 1282, 1283, 1284, 1285, \.\.\.\): tabs inside sentences, or",
+    ):
+        load_parallel_corpus(args, seed=0)
+
+
 def test_utf16_text_as_excel_saves_unicode_text_and_notepad_saves_unicode(tmp_path):
     pairs = [*PAIRS, ('He said "hi".', "Er sagte „hallo“."), ("A line\u2028break.", "Ein Zeilen\u2028umbruch.")]
     # Excel's "Unicode Text": UTF-16 with its byte-order mark, tabs, CRLF, a field with quotes in quotes, doubled.

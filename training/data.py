@@ -53,6 +53,9 @@ TEXT_COLUMNS = ["source", "target"]  # every corpus split's; tokenized, only the
 # vocabulary learned from the corpus leaves far fewer (the rare characters that character_coverage drops), one learned
 # from other languages most of them (docs/training.md, Fine-tuning).
 UNCOVERED_SHARE = 0.1
+# The share of a TSV's lines with more tab-separated fields than the others from which the file is refused, not read
+# without them: a few are tabs inside sentences, many a file whose columns change part-way.
+WIDE_SHARE = 0.01
 FILE_KINDS = ".tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet, .xlsx, .tmx or .xlf (XLIFF)"
 XLIFF_SUFFIXES = {".xlf", ".xliff", ".sdlxliff", ".mqxliff"}  # the standard's, Trados's and memoQ's
 
@@ -242,7 +245,7 @@ def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: st
     names = first if header else languages
     source_column, target_column = names.index(sides[0]), names.index(sides[1])
     expected = max(source_column, target_column) + 1 if header else len(languages)
-    columns = (source_column, target_column, expected)
+    columns = (source_column, target_column, expected, usual_width(path, quoted))
     return pairs_dataset(tsv_pairs, (path,), columns=columns, skip=int(header), quoted=quoted)
 
 
@@ -263,14 +266,24 @@ def csv_quoted(path: Path) -> bool:
     return any('""' in field[1:-1] for field in fields) and all(QUOTED_FIELD.fullmatch(field) for field in fields)
 
 
+def usual_width(path: Path, quoted: bool) -> int:
+    """The number of tab-separated fields that most of a TSV's first COLUMN_SAMPLE lines hold."""
+    lines = itertools.islice(read_lines(path), COLUMN_SAMPLE)
+    widths = Counter(len(tsv_fields(line, quoted)) for line in lines if line.strip())
+    return widths.most_common(1)[0][0] if widths else 0
+
+
 def tsv_fields(line: str, quoted: bool) -> list[str]:
     """A TSV line's fields: split at its tabs, and unquoted where the file is csv-quoted."""
     return next(csv.reader([line], delimiter="\t")) if quoted else line.split("\t")
 
 
-def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int], skip: int, quoted: bool) -> Iterator[dict]:
-    source_column, target_column, expected = columns
-    count = 0
+def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int, int], skip: int, quoted: bool) -> Iterator[dict]:
+    """`columns`: the source's and the target's, the fields a line must hold at least, and the fields the file's lines
+    usually hold. A line holding more (a tab inside a sentence, as `paste` joins two sides that hold one) is split
+    where no one can tell, and is left out."""
+    source_column, target_column, expected, width = columns
+    count, wide = 0, []
     for count, line in itertools.islice(enumerate(read_lines(files[0]), start=1), skip, None):
         if not line.strip():  # a blank line is an empty pair, dropped later with a count
             yield {"source": "", "target": ""}
@@ -281,9 +294,29 @@ def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int], skip: int, quot
             raise CorpusError(f"{files[0]}, line {count}: not a quoted TSV line ({error}).") from None
         if len(fields) < expected:
             raise CorpusError(f"{files[0]}, line {count}: {len(fields)} tab-separated column(s), expected {expected}.")
+        if len(fields) > width and any(field.strip() for field in fields[width:]):
+            wide.append(count)
+            continue
         yield {"source": fields[source_column], "target": fields[target_column]}
     if count == 0:
         raise CorpusError(f"{files[0]} is empty.")
+    if wide:
+        check_wide_lines(files[0], wide, count, width)
+
+
+def check_wide_lines(path: Path, wide: list[int], lines: int, width: int) -> None:
+    """Lines left out for holding more tab-separated fields than the file's `width`: logged, or, where they are more
+    than WIDE_SHARE of its lines (a file whose columns change part-way), refused."""
+    where = f"line{'s' * (len(wide) > 1)} {', '.join(map(str, wide[:5]))}{', ...' * (len(wide) > 5)}"
+    if len(wide) > WIDE_SHARE * lines:
+        raise CorpusError(
+            f"{path}: {len(wide)} of {lines} lines hold more tab-separated fields than its first lines' {width} "
+            f"({where}): tabs inside sentences, or columns that change part-way; write the file again."
+        )
+    logger.warning(
+        "%s: %d of %d lines hold more tab-separated fields than its others' %d, a tab inside a sentence: left out (%s)",
+        path, len(wide), lines, width, where,
+    )  # fmt: skip
 
 
 def read_jsonl(path: Path, source_lang: str, target_lang: str) -> Dataset:
