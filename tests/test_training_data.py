@@ -101,6 +101,12 @@ def test_a_json_array_of_the_hubs_records_as_json_dump_writes_it_and_its_errors(
     path.write_text("[]\n", encoding="utf-8")
     with pytest.raises(CorpusError, match=r"pairs\.json: an empty JSON array"):
         load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
+    path.write_text(json.dumps(records[:2]) + "\n" + json.dumps(records[:2]) + "\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"pairs\.json, line 2: not JSON \(More JSON after the array \(a \.json file"):
+        load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
+    path.write_text(json.dumps(records[:2])[:-1] + ",]", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"line 1: not JSON \(Illegal trailing comma before end of array"):
+        load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
 
 
 @pytest.mark.parametrize("index", [True, False], ids=["with-row-numbers", "without"])

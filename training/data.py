@@ -353,18 +353,16 @@ def json_records(path: Path) -> Iterator[tuple[str, object]]:
         raise CorpusError(f"{path} is empty.")
     lines = itertools.chain([first], lines)
     if first[1].lstrip().startswith("["):
+        items, index = array_items("\n".join(line for _, line in lines)), 0
         try:
-            items = json.loads("\n".join(line for _, line in lines))
+            for index, item in enumerate(items, start=1):
+                yield f"{path}, item {index}", item
         except json.JSONDecodeError as error:
-            if error.msg != "Extra data":  # else a list a line: JSON Lines, whose records are refused as such
-                line = first[0] + error.lineno - 1
-                raise CorpusError(f"{path}, line {line}: not JSON ({error.msg}: column {error.colno}).") from None
-            lines = enumerate(read_lines(path), start=1)  # read again: the parse above consumed the lines
-        else:
-            if not items:
-                raise CorpusError(f"{path}: an empty JSON array.")
-            yield from ((f"{path}, item {index}", item) for index, item in enumerate(items, start=1))
-            return
+            line = first[0] + error.lineno - 1
+            raise CorpusError(f"{path}, line {line}: not JSON ({error.msg}: column {error.colno}).") from None
+        if not index:
+            raise CorpusError(f"{path}: an empty JSON array.")
+        return
     for number, line in lines:
         if not line.strip():
             continue
@@ -373,6 +371,28 @@ def json_records(path: Path) -> Iterator[tuple[str, object]]:
         except json.JSONDecodeError as error:  # json's own form of the message
             raise CorpusError(f"{path}, line {number}: not JSON ({error.msg}: column {error.colno}).") from None
         yield f"{path}, line {number}", record
+
+
+JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def array_items(text: str) -> Iterator[object]:
+    """The items of the one JSON array that `text` holds, decoded one at a time: `json.loads` builds them all at once,
+    which held a million pairs' array in twice a JSON Lines file's memory. Errors are json's, placed in `text`."""
+    decoder, position = json.JSONDecoder(), JSON_SPACE.match(text, JSON_SPACE.match(text).end() + 1).end()
+    while not text.startswith("]", position):
+        item, position = decoder.raw_decode(text, position)
+        yield item
+        position = JSON_SPACE.match(text, position).end()
+        if text.startswith(",", position):
+            position = JSON_SPACE.match(text, position + 1).end()
+            if text.startswith("]", position):
+                raise json.JSONDecodeError("Illegal trailing comma before end of array", text, position - 1)
+        elif not text.startswith("]", position):
+            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
+    after = JSON_SPACE.match(text, position + 1).end()
+    if after < len(text):  # JSON Lines of lists, or a second array
+        raise json.JSONDecodeError("More JSON after the array (a .json file holds one)", text, after)
 
 
 def read_csv(path: Path, source_lang: str, target_lang: str) -> Dataset:
