@@ -99,6 +99,11 @@ def tsv_whose_columns_change_part_way(d: Path):
     load(train_file=str(d / "pairs.tsv"))
 
 
+def one_side_as_the_training_file(d: Path):
+    write_pairs(d, "train", b"a dog\n", b"ein Hund\n")
+    load(train_file=str(d / "train.en"))
+
+
 def csv_without_the_target_column(d: Path):
     (d / "pairs.csv").write_text("text,translation\na dog,ein Hund\n", encoding="utf-8")
     load(train_file=str(d / "pairs.csv"))
@@ -627,6 +632,7 @@ CASES = [
     ("training data", "binary data", binary),
     ("training data", "a `.gz` file cut off while copying", cut_off_gzip),
     ("training data", "empty files", empty_files),
+    ("training data", "`--train_file train.en`, one side of line-aligned files", one_side_as_the_training_file),
     ("training data", "a TSV line without a tab", tsv_without_tab),
     (
         "training data",

@@ -464,7 +464,20 @@ def read_file(path: str, args: DataArguments) -> Dataset:
         return read_excel(Path(path), args)
     if {".xls", ".ods", ".numbers"} & set(suffixes):
         raise CorpusError(f"{path}: a spreadsheet format other than .xlsx; save it as .xlsx (or .csv).")
+    check_not_one_side(Path(path), args)
     raise CorpusError(f"{path}: unknown file type; use {FILE_KINDS} (or --data_dir for line-aligned text files).")
+
+
+def check_not_one_side(path: Path, args: DataArguments) -> None:
+    """A file named for one of the two languages (train.en, corpus.de.gz) is one side of line-aligned files, which
+    --data_dir reads by their prefix: its error names the flags that read both."""
+    prefix = path.with_name(path.name.removesuffix(".gz"))
+    if any(codes_naming([prefix.suffix[1:]], lang) for lang in (args.source_lang, args.target_lang)):
+        raise CorpusError(
+            f"{path}: one side of line-aligned files ({prefix.stem}.{args.source_lang} and {prefix.stem}."
+            f"{args.target_lang}); read both with --data_dir {prefix.parent} --train_prefix {prefix.stem} (or "
+            "--validation_prefix, --test_prefixes)."
+        )
 
 
 def read_hub_dataset(args: DataArguments) -> DatasetDict:
