@@ -9,13 +9,11 @@ from xml.etree import ElementTree
 
 from .text_files import CorpusError, binary_file
 
+Element = ElementTree.Element
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"  # xml:lang, as ElementTree names it
 
 # Inline elements that hold the original document's formatting codes (TMX's and XLIFF 1.2's; XLIFF 2's are empty).
 NATIVE_CODES = {"bpt", "ept", "it", "ph", "ut"}
-
-
-Element = ElementTree.Element
 
 
 def xml_units(path: Path, root: str, units: set[str]) -> Iterator[tuple[Element, list[Element]]]:
