@@ -590,6 +590,13 @@ def train_on_a_spreadsheet_without_openpyxl(d: Path):
         train_cli()
 
 
+def train_on_a_catalogue_without_polib(d: Path):
+    (d / "de.po").write_bytes(b"")  # refused before the file is read
+    flags = ["--config", SMOKE[1], "--train_file", str(d / "de.po"), "--output_dir", str(d / "run")]
+    with without("polib"), mock.patch.object(sys, "argv", ["vt-train", *flags]):
+        train_cli()
+
+
 def curves_without_matplotlib(d: Path, run: Path):
     with without("matplotlib"):
         curves_main([str(run), "--output", str(d / "curves.png")])
@@ -801,6 +808,7 @@ CASES = [
         "`--train_file pairs.xlsx` without openpyxl installed (the excel extra)",
         train_on_a_spreadsheet_without_openpyxl,
     ),
+    ("vt-train", "`--train_file de.po` without polib installed (the po extra)", train_on_a_catalogue_without_polib),
     ("vt-demo", "Gradio not installed (the demo extra)", demo_without_gradio),
     ("model", "labels that are all -100", all_labels_ignored),
 ]

@@ -296,6 +296,42 @@ def test_an_xliff_document_that_cannot_be_read_as_pairs_is_refused_in_one_line(t
     )
 
 
+def po_entry(msgid: str, msgstr: str, flags: str = "") -> str:
+    return f'{flags}msgid "{msgid}"\nmsgstr "{msgstr}"\n\n'
+
+
+def catalogue(entries: list[str], language: str = "de") -> str:
+    """A gettext catalogue of `entries`, as xgettext and msgmerge write one, its translations in `language`."""
+    header = f'msgid ""\nmsgstr ""\n"Language: {language}\\n"\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+    return header + "".join(entries)
+
+
+def test_a_gettext_catalogue_as_software_is_translated(tmp_path, caplog):
+    entries = [f"#: src/app.c:{i}\n" + po_entry(e, d) for i, (e, d) in enumerate(PAIRS)]
+    entries[1] = 'msgid ""\n"A long sentence "\n"on two lines."\nmsgstr ""\n"Ein langer Satz "\n"auf zwei Zeilen."\n\n'
+    entries.append(po_entry("Not yet.", ""))  # untranslated
+    entries.append(po_entry("Open", "Öffnen", "#, fuzzy\n"))  # a guess for a translator to check
+    entries.append('#~ msgid "Gone"\n#~ msgstr "Weg"\n\n')  # obsolete
+    entries.append('msgid "one file"\nmsgid_plural "%d files"\nmsgstr[0] "eine Datei"\nmsgstr[1] "%d Dateien"\n\n')
+    path = tmp_path / "de.po"
+    path.write_text(catalogue(entries), encoding="utf-8")
+    args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.training.gettext_files"):
+        validation = load_parallel_corpus(args, seed=0)["validation"]
+    expected = [PAIRS[0], ("A long sentence on two lines.", "Ein langer Satz auf zwei Zeilen."), *PAIRS[2:]]
+    expected += [("one file", "eine Datei"), ("%d files", "%d Dateien")]
+    assert list(zip(validation["source"], validation["target"], strict=True)) == expected
+    assert "1 of 12 entries fuzzy; left out" in caplog.text and "1 of 12 entries not translated" in caplog.text
+    # An English catalogue of a German program, for --source_lang en --target_lang de: read the other way round.
+    path.write_text(catalogue([po_entry(d, e) for e, d in PAIRS], "en_US"), encoding="utf-8")
+    validation = load_parallel_corpus(args, seed=0)["validation"]
+    assert list(zip(validation["source"], validation["target"], strict=True)) == PAIRS
+    refused = refused_as(path)
+    refused(catalogue([po_entry(e, d) for e, d in PAIRS], "fr"), r"de\.po: its translations are in fr \(its Language")
+    refused(catalogue([po_entry(e, "") for e, _ in PAIRS]), r"de\.po: none of its 8 entries is translated")
+    refused('msgid "a"\nmsgstr "b"\nmsgid', r"de\.po, line 3: not a gettext catalogue \(a syntax error\)\.")
+
+
 @pytest.mark.parametrize(
     "suffix, names",
     [(".tsv", ("source", "target")), (".csv", ("src", "tgt")), (".jsonl", ("source", "target")),

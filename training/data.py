@@ -38,6 +38,7 @@ from vanilla_transformer.extras import MissingExtra
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, lowercase_tokenizer
 
 from .console import first_line
+from .gettext_files import po_pairs
 from .languages import SCRIPTS, codes_naming, script_of
 from .text_files import CorpusError, first_line_of, read_lines
 from .tmx import tmx_pairs
@@ -56,7 +57,7 @@ UNCOVERED_SHARE = 0.1
 # The share of a TSV's lines with more tab-separated fields than the others from which the file is refused, not read
 # without them: a few are tabs inside sentences, many a file whose columns change part-way.
 WIDE_SHARE = 0.01
-FILE_KINDS = ".tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet, .xlsx, .tmx or .xlf (XLIFF)"
+FILE_KINDS = ".tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet, .xlsx, .tmx, .xlf (XLIFF) or .po"
 XLIFF_SUFFIXES = {".xlf", ".xliff", ".sdlxliff", ".mqxliff"}  # the standard's, Trados's and memoQ's
 
 
@@ -139,7 +140,10 @@ PAIR_FEATURES = Features({"source": Value("string"), "target": Value("string")})
 READER_CODE = hashlib.sha256(
     b"".join(
         Path(sys.modules[name].__file__).read_bytes()
-        for name in (__name__, *(f.__module__ for f in (read_lines, xml_units, tmx_pairs, xliff_pairs, codes_naming)))
+        for name in (
+            __name__,
+            *(f.__module__ for f in (read_lines, xml_units, tmx_pairs, xliff_pairs, po_pairs, codes_naming)),
+        )
     )
 ).hexdigest()  # the modules' files as installed: their source, or only their bytecode where that is all there is
 
@@ -454,6 +458,8 @@ def read_file(path: str, args: DataArguments) -> Dataset:
         return read_tmx(Path(path), args.source_lang, args.target_lang)
     if XLIFF_SUFFIXES & set(suffixes):
         return read_xliff(Path(path), args.source_lang, args.target_lang)
+    if suffixes[-1:] == [".po"]:
+        return read_po(Path(path), args.source_lang, args.target_lang)
     if ".jsonl" in suffixes or ".json" in suffixes:
         return read_jsonl(Path(path), args.source_lang, args.target_lang)
     if ".csv" in suffixes:
@@ -610,6 +616,13 @@ def translation_languages(feature: object) -> dict:
 def read_tmx(path: Path, source_lang: str, target_lang: str) -> Dataset:
     """A translation memory (TMX): each translation unit's segments in the two languages (training.tmx)."""
     return pairs_dataset(tmx_pairs, (path,), languages=(source_lang, target_lang))
+
+
+def read_po(path: Path, source_lang: str, target_lang: str) -> Dataset:
+    """A gettext catalogue: each translated entry's source text and translation (training.gettext_files)."""
+    if importlib.util.find_spec("polib") is None:
+        raise MissingExtra(f"{path}: reading a gettext catalogue needs polib", "po")
+    return pairs_dataset(po_pairs, (path,), languages=(source_lang, target_lang))
 
 
 def read_xliff(path: Path, source_lang: str, target_lang: str) -> Dataset:
