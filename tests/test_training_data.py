@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from datasets import Dataset
 
 from vanilla_transformer.training.data import (
     CorpusError,
@@ -23,6 +24,11 @@ from vanilla_transformer.training.data import (
 )
 
 from .helpers import PAIRS, word_tokenizer
+
+
+def pairs_in(split: Dataset) -> list[tuple[str, str]]:
+    """A split's (source, target) pairs, in order."""
+    return list(zip(split["source"], split["target"], strict=True))
 
 
 def write_pairs(folder, prefix, pairs, gz=False):
@@ -172,7 +178,7 @@ def test_a_translation_memory_as_translation_tools_and_opus_export_it(tmp_path, 
     args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
     with caplog.at_level(logging.INFO, logger="vanilla_transformer.training.tmx"):
         corpus = load_parallel_corpus(args, seed=0)
-    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == [
+    assert pairs_in(corpus["validation"]) == [
         *PAIRS,
         ("Click Save now.", "Klicken Sie jetzt auf Speichern."),
     ]
@@ -257,7 +263,7 @@ def test_an_xliff_document_as_translation_tools_hand_it_on(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="vanilla_transformer.training.xliff"):
         corpus = load_parallel_corpus(args, seed=0)
     expected = [PAIRS[0], ("Click Save now.", "Klicken Sie jetzt auf Speichern."), *PAIRS[2:]]
-    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == expected
+    assert pairs_in(corpus["validation"]) == expected
     assert "2 of 12 segments not translated; left out" in caplog.text
     assert "1 of 12 segments marked not to translate; left out" in caplog.text
     assert "1 of 12 segments not in en and de; left out" in caplog.text
@@ -270,7 +276,7 @@ def test_an_xliff_document_as_translation_tools_hand_it_on(tmp_path, caplog):
     path.write_text(document, encoding="utf-8")
     args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
     corpus = load_parallel_corpus(args, seed=0)
-    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == PAIRS
+    assert pairs_in(corpus["validation"]) == PAIRS
 
 
 def test_an_xliff_document_that_cannot_be_read_as_pairs_is_refused_in_one_line(tmp_path):
@@ -320,12 +326,12 @@ def test_a_gettext_catalogue_as_software_is_translated(tmp_path, caplog):
         validation = load_parallel_corpus(args, seed=0)["validation"]
     expected = [PAIRS[0], ("A long sentence on two lines.", "Ein langer Satz auf zwei Zeilen."), *PAIRS[2:]]
     expected += [("one file", "eine Datei"), ("%d files", "%d Dateien")]
-    assert list(zip(validation["source"], validation["target"], strict=True)) == expected
+    assert pairs_in(validation) == expected
     assert "1 of 12 entries fuzzy; left out" in caplog.text and "1 of 12 entries not translated" in caplog.text
     # An English catalogue of a German program, for --source_lang en --target_lang de: read the other way round.
     path.write_text(catalogue([po_entry(d, e) for e, d in PAIRS], "en_US"), encoding="utf-8")
     validation = load_parallel_corpus(args, seed=0)["validation"]
-    assert list(zip(validation["source"], validation["target"], strict=True)) == PAIRS
+    assert pairs_in(validation) == PAIRS
     refused = refused_as(path)
     refused(catalogue([po_entry(e, d) for e, d in PAIRS], "fr"), r"de\.po: its translations are in fr \(its Language")
     refused(catalogue([po_entry(e, "") for e, _ in PAIRS]), r"de\.po: none of its 8 entries is translated")
@@ -371,10 +377,10 @@ def test_a_tsv_that_pandas_wrote_is_unquoted_and_one_written_as_is_is_read_as_is
     table = pandas.DataFrame({"en": [e for e, _ in pairs], "de": [d for _, d in pairs]})
     table.to_csv(path, sep="\t", index=False, header=header)  # '"""Yes,"" she said."'
     args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
-    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
+    assert pairs_in(load_parallel_corpus(args, seed=0)["validation"]) == pairs
     # Tatoeba's quotes as they are written, a field's first and last characters among them.
     path.write_text("".join(f"{e}\t{d}\n" for e, d in pairs), encoding="utf-8")
-    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
+    assert pairs_in(load_parallel_corpus(args, seed=0)["validation"]) == pairs
 
 
 def test_a_csv_of_semicolons_as_excel_writes_it_in_german_settings(tmp_path):
@@ -382,9 +388,9 @@ def test_a_csv_of_semicolons_as_excel_writes_it_in_german_settings(tmp_path):
     pairs = [("Yes; no.", "Ja; nein."), ("A dog, a cat.", "Ein Hund, eine Katze."), *PAIRS]
     path.write_text("de;en\r\n" + "".join(f'"{d}";"{e}"\r\n' for e, d in pairs), encoding="utf-8")
     args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
-    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
+    assert pairs_in(load_parallel_corpus(args, seed=0)["validation"]) == pairs
     path.write_text("en,de\n" + "".join(f'"{e}","{d}"\n' for e, d in pairs), encoding="utf-8")  # commas: as before
-    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == pairs
+    assert pairs_in(load_parallel_corpus(args, seed=0)["validation"]) == pairs
 
 
 def test_several_training_files_of_any_kinds_are_joined_in_order_each_checked_on_its_own(tmp_path):
@@ -397,7 +403,7 @@ def test_several_training_files_of_any_kinds_are_joined_in_order_each_checked_on
     args = parse_arguments(argv)[1]
     assert args.train_file == [str(tsv), str(jsonl)] and args.data_source == f"{tsv} {jsonl}"
     corpus = load_parallel_corpus(replace(args, split_test_size=0), seed=0)
-    assert list(zip(*corpus["train"][:].values(), strict=True)) == PAIRS
+    assert pairs_in(corpus["train"]) == PAIRS
     # One file of them with its languages the other way round is named, though the first 1,000 pairs are another's.
     chinese.write_text("".join(f"{zh}\t{en}\n" for zh, en in ZH_EN), encoding="utf-8")
     tsv.write_text("".join(f"{en}\t{zh}\n" for zh, en in ZH_EN * 300), encoding="utf-8")
@@ -417,11 +423,11 @@ def test_columns_named_by_codes_as_people_and_tools_write_them(tmp_path, names):
     table.to_csv(path, index=False)
     for file in (path, tmp_path / "pairs.tsv"):
         args = DataArguments(train_file=str(file), validation_file=str(file), split_test_size=0)
-        assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == PAIRS
+        assert pairs_in(load_parallel_corpus(args, seed=0)["validation"]) == PAIRS
     # A TSV without a header row, its columns' languages named as the file names them.
     (tmp_path / "pairs.tsv").write_text("".join(f"{d}\t{e}\n" for e, d in PAIRS), encoding="utf-8")
     args = replace(args, tsv_languages=list(reversed(names)))
-    assert list(zip(*load_parallel_corpus(args, seed=0)["validation"][:].values(), strict=True)) == PAIRS
+    assert pairs_in(load_parallel_corpus(args, seed=0)["validation"]) == PAIRS
     pandas.DataFrame({"en": ["a"], "de-DE": ["b"], "de-AT": ["c"]}).to_csv(path, index=False)  # which German?
     with pytest.raises(CorpusError, match=r"pairs\.csv, line 1: columns de-DE and de-AT are both de; name one \("):
         load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
@@ -548,7 +554,7 @@ def test_held_out_splits_share_no_source_sentence_with_the_training_pairs(tmp_pa
         corpus = load_parallel_corpus(args, seed=7)
     held = {source for split in ("validation", "test") for source in corpus[split]["source"]}
     unseen = [pair for pair in pairs if pair[0] not in held]
-    assert sorted(zip(corpus["train"]["source"], corpus["train"]["target"], strict=True)) == sorted(unseen)
+    assert sorted(pairs_in(corpus["train"])) == sorted(unseen)
     dropped = len(pairs) - 12 - len(unseen)
     assert dropped > 0 and f"Dropped {dropped} training pairs whose source sentence is held out too" in caplog.text
 
@@ -754,7 +760,7 @@ def test_a_tsv_line_split_by_a_tab_inside_a_sentence_is_left_out_with_a_warning(
     args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
     with caplog.at_level(logging.WARNING, logger="vanilla_transformer.training.data"):
         validation = load_parallel_corpus(args, seed=0)["validation"]
-    assert list(zip(validation["source"], validation["target"], strict=True)) == pairs[:5] + pairs[6:]
+    assert pairs_in(validation) == pairs[:5] + pairs[6:]
     assert (
         "1 of 160 lines hold more tab-separated fields than its others' 2, a tab inside a sentence: left out (line 6)"
         in caplog.text
@@ -781,13 +787,13 @@ def test_utf16_text_as_excel_saves_unicode_text_and_notepad_saves_unicode(tmp_pa
     (tmp_path / "pairs.txt").write_bytes("".join(row + "\r\n" for row in rows).encode("utf-16"))
     path = str(tmp_path / "pairs.txt")
     corpus = load_parallel_corpus(DataArguments(train_file=path, validation_file=path, split_test_size=0), seed=0)
-    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == pairs
+    assert pairs_in(corpus["validation"]) == pairs
     # Line-aligned files, one in UTF-16 big-endian.
     write_pairs(tmp_path, "train", pairs)
     (tmp_path / "train.de").write_bytes(codecs.BOM_UTF16_BE + "".join(d + "\n" for _, d in pairs).encode("utf-16-be"))
     args = DataArguments(data_dir=str(tmp_path), validation_prefix="train", split_test_size=0)
     corpus = load_parallel_corpus(args, seed=0)
-    assert list(zip(corpus["validation"]["source"], corpus["validation"]["target"], strict=True)) == pairs
+    assert pairs_in(corpus["validation"]) == pairs
 
 
 @pytest.mark.parametrize(

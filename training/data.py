@@ -232,11 +232,13 @@ def missing_language(names: Iterable[str], languages: tuple[str, str]) -> str:
 def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: str) -> Dataset:
     """Tab-separated columns, one language each: named by a header row that names both languages (as pandas'
     `to_csv(sep="\\t")` writes one) or the source and target columns, else by `languages`; further columns
-    (attribution, a row number) are kept out."""
-    quoted = csv_quoted(path)
+    (attribution, a row number) are kept out. Its first COLUMN_SAMPLE lines, read once, say how its fields are
+    quoted, whether a header names them, and how many fields its lines usually hold."""
+    head = list(itertools.islice(read_lines(path), COLUMN_SAMPLE))
+    quoted = csv_quoted(head)
     if quoted:
         logger.info("%s: its fields are quoted as pandas' to_csv writes them (a quote inside doubled); read so", path)
-    first = first_fields(path, quoted)
+    first = [field.strip() for field in tsv_fields(head[0] if head else "", quoted)]
     sides = side_columns(first, (source_lang, target_lang), f"{path}, line 1")
     header = sides is not None
     if header:
@@ -249,30 +251,23 @@ def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: st
     names = first if header else languages
     source_column, target_column = names.index(sides[0]), names.index(sides[1])
     expected = max(source_column, target_column) + 1 if header else len(languages)
-    columns = (source_column, target_column, expected, usual_width(path, quoted))
+    columns = (source_column, target_column, expected, usual_width(head, quoted))
     return pairs_dataset(tsv_pairs, (path,), columns=columns, skip=int(header), quoted=quoted)
-
-
-def first_fields(path: Path, quoted: bool) -> list[str]:
-    """The tab-separated fields of a file's first line: its header row, if it has one."""
-    return [field.strip() for field in tsv_fields(first_line_of(path), quoted)]
 
 
 QUOTED_FIELD = re.compile(r'"(?:[^"]|"")*"')  # as csv writes a field that holds a quote: in quotes, its quotes doubled
 
 
-def csv_quoted(path: Path) -> bool:
+def csv_quoted(lines: list[str]) -> bool:
     """Whether a TSV's fields are quoted as Python's csv module and pandas' `to_csv(sep="\\t")` write them, judged from
-    its first COLUMN_SAMPLE lines: every field that holds a quote is in quotes, with its own quotes doubled, and one of
-    them doubles a quote. A TSV written otherwise (Tatoeba's, manythings.org's) holds its quotes as they are written."""
-    lines = itertools.islice(read_lines(path), COLUMN_SAMPLE)
+    `lines`, its first: every field that holds a quote is in quotes, with its own quotes doubled, and one of them
+    doubles a quote. A TSV written otherwise (Tatoeba's, manythings.org's) holds its quotes as they are written."""
     fields = [field for line in lines for field in line.split("\t") if '"' in field]
     return any('""' in field[1:-1] for field in fields) and all(QUOTED_FIELD.fullmatch(field) for field in fields)
 
 
-def usual_width(path: Path, quoted: bool) -> int:
-    """The number of tab-separated fields that most of a TSV's first COLUMN_SAMPLE lines hold."""
-    lines = itertools.islice(read_lines(path), COLUMN_SAMPLE)
+def usual_width(lines: list[str], quoted: bool) -> int:
+    """The number of tab-separated fields that most of `lines` (a TSV's first) hold."""
     widths = Counter(len(tsv_fields(line, quoted)) for line in lines if line.strip())
     return widths.most_common(1)[0][0] if widths else 0
 
@@ -380,21 +375,26 @@ def json_records(path: Path) -> Iterator[tuple[str, object]]:
 JSON_SPACE = re.compile(r"[ \t\n\r]*")
 
 
+def past_space(text: str, position: int) -> int:
+    """The position of `text`'s first character at or after `position` that is not JSON's whitespace."""
+    return JSON_SPACE.match(text, position).end()
+
+
 def array_items(text: str) -> Iterator[object]:
     """The items of the one JSON array that `text` holds, decoded one at a time: `json.loads` builds them all at once,
     which held a million pairs' array in twice a JSON Lines file's memory. Errors are json's, placed in `text`."""
-    decoder, position = json.JSONDecoder(), JSON_SPACE.match(text, JSON_SPACE.match(text).end() + 1).end()
+    decoder, position = json.JSONDecoder(), past_space(text, past_space(text, 0) + 1)  # past "["
     while not text.startswith("]", position):
         item, position = decoder.raw_decode(text, position)
         yield item
-        position = JSON_SPACE.match(text, position).end()
+        position = past_space(text, position)
         if text.startswith(",", position):
-            position = JSON_SPACE.match(text, position + 1).end()
+            position = past_space(text, position + 1)
             if text.startswith("]", position):
                 raise json.JSONDecodeError("Illegal trailing comma before end of array", text, position - 1)
         elif not text.startswith("]", position):
             raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
-    after = JSON_SPACE.match(text, position + 1).end()
+    after = past_space(text, position + 1)
     if after < len(text):  # JSON Lines of lists, or a second array
         raise json.JSONDecodeError("More JSON after the array (a .json file holds one)", text, after)
 
@@ -455,11 +455,13 @@ def read_file(path: str, args: DataArguments) -> Dataset:
     if is_tsv(path):
         return read_tsv(Path(path), tsv_columns(args), args.source_lang, args.target_lang)
     if ".tmx" in suffixes:
-        return read_tmx(Path(path), args.source_lang, args.target_lang)
+        return read_pairs(tmx_pairs, path, args)
     if XLIFF_SUFFIXES & set(suffixes):
-        return read_xliff(Path(path), args.source_lang, args.target_lang)
+        return read_pairs(xliff_pairs, path, args)
     if suffixes[-1:] == [".po"]:
-        return read_po(Path(path), args.source_lang, args.target_lang)
+        if importlib.util.find_spec("polib") is None:
+            raise MissingExtra(f"{path}: reading a gettext catalogue needs polib", "po")
+        return read_pairs(po_pairs, path, args)
     if ".jsonl" in suffixes or ".json" in suffixes:
         return read_jsonl(Path(path), args.source_lang, args.target_lang)
     if ".csv" in suffixes:
@@ -613,21 +615,10 @@ def translation_languages(feature: object) -> dict:
     return dict.fromkeys(getattr(feature, "languages", []), Value("string"))
 
 
-def read_tmx(path: Path, source_lang: str, target_lang: str) -> Dataset:
-    """A translation memory (TMX): each translation unit's segments in the two languages (training.tmx)."""
-    return pairs_dataset(tmx_pairs, (path,), languages=(source_lang, target_lang))
-
-
-def read_po(path: Path, source_lang: str, target_lang: str) -> Dataset:
-    """A gettext catalogue: each translated entry's source text and translation (training.gettext_files)."""
-    if importlib.util.find_spec("polib") is None:
-        raise MissingExtra(f"{path}: reading a gettext catalogue needs polib", "po")
-    return pairs_dataset(po_pairs, (path,), languages=(source_lang, target_lang))
-
-
-def read_xliff(path: Path, source_lang: str, target_lang: str) -> Dataset:
-    """An XLIFF document: each unit's source and target, where they are the two languages (training.xliff)."""
-    return pairs_dataset(xliff_pairs, (path,), languages=(source_lang, target_lang))
+def read_pairs(pairs: Callable[..., Iterator[dict]], path: str, args: DataArguments) -> Dataset:
+    """A file of a translation tool's kind, read by its module's reader of pairs in the two languages (training.tmx,
+    training.xliff, training.gettext_files)."""
+    return pairs_dataset(pairs, (Path(path),), languages=(args.source_lang, args.target_lang))
 
 
 # What the data's columns hold: languages named the other way round, or a column of row numbers, train garbage ---

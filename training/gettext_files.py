@@ -28,7 +28,7 @@ def po_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
     order = translations_side(catalogue.metadata.get("Language", ""), languages, path)
     left_out = Counter()
     for entry in catalogue:
-        if entry.obsolete or entry.fuzzy or not entry.translated():
+        if not entry.translated():  # polib's word: neither obsolete nor fuzzy, and its every form translated
             left_out["obsolete" if entry.obsolete else "fuzzy" if entry.fuzzy else "not translated"] += 1
             continue
         for source, translation in entry_texts(entry):
