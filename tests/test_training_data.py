@@ -735,19 +735,19 @@ def test_a_changed_file_is_read_again_not_taken_from_the_cache(tmp_path):
 
 
 def test_a_file_cached_by_another_version_of_the_readers_is_read_again(tmp_path, monkeypatch):
-    from vanilla_transformer.training import data
+    from vanilla_transformer.training import cached_pairs
 
     (tmp_path / "pairs.txt").write_text("one\n", encoding="utf-8")
     read = ["first"]
 
-    def cached_pairs(files: tuple[Path]) -> Iterator[dict]:
+    def one_pair(files: tuple[Path]) -> Iterator[dict]:
         yield {"source": read[0], "target": read[0]}
 
-    assert data.pairs_dataset(cached_pairs, (tmp_path / "pairs.txt",))["source"][:] == ["first"]
+    assert cached_pairs.pairs_dataset(one_pair, (tmp_path / "pairs.txt",))["source"][:] == ["first"]
     read[0] = "second"  # the same readers' code: the cache answers
-    assert data.pairs_dataset(cached_pairs, (tmp_path / "pairs.txt",))["source"][:] == ["first"]
-    monkeypatch.setattr(data, "READER_CODE", "another version")
-    assert data.pairs_dataset(cached_pairs, (tmp_path / "pairs.txt",))["source"][:] == ["second"]
+    assert cached_pairs.pairs_dataset(one_pair, (tmp_path / "pairs.txt",))["source"][:] == ["first"]
+    monkeypatch.setattr(cached_pairs, "reader_code", lambda: "another version")
+    assert cached_pairs.pairs_dataset(one_pair, (tmp_path / "pairs.txt",))["source"][:] == ["second"]
 
 
 def test_a_tsv_line_split_by_a_tab_inside_a_sentence_is_left_out_with_a_warning(tmp_path, caplog):
@@ -758,7 +758,7 @@ def test_a_tsv_line_split_by_a_tab_inside_a_sentence_is_left_out_with_a_warning(
     path = tmp_path / "pasted.tsv"
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
-    with caplog.at_level(logging.WARNING, logger="vanilla_transformer.training.data"):
+    with caplog.at_level(logging.WARNING, logger="vanilla_transformer.training.tables"):
         validation = load_parallel_corpus(args, seed=0)["validation"]
     assert pairs_in(validation) == pairs[:5] + pairs[6:]
     assert (

@@ -1,4 +1,5 @@
-"""Parallel corpora through `datasets`: a Hub dataset, line-aligned text files, TSV (.tsv, .txt), CSV or JSON lines.
+"""Parallel corpora through `datasets`: a Hub dataset, line-aligned text files, or files of pairs (training.tables'
+TSV, CSV, JSON, Parquet and .xlsx; translation tools' TMX, XLIFF and .po).
 
 Every source becomes a `DatasetDict` with two string columns, "source" and "target", and a "train" split, a
 "validation" split and one or more test splits. When the source has no validation or test split, they are cut
@@ -8,28 +9,20 @@ the training pairs whose source sentence is also held out are dropped.
 Bad data raises `CorpusError` naming the file and line; empty pairs are dropped with a count in the log.
 """
 
-import csv
-import hashlib
 import importlib.util
 import itertools
-import json
 import logging
 import os
-import re
-import sys
 import unicodedata
-import zipfile
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-import pandas
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from datasets import Dataset, DatasetDict, Features, Value, concatenate_datasets, load_dataset, load_from_disk
+from datasets import Dataset, DatasetDict, concatenate_datasets, load_dataset, load_from_disk
 from datasets import config as datasets_config
 from datasets.exceptions import DatasetGenerationError
 from transformers import PreTrainedTokenizerFast
@@ -37,26 +30,23 @@ from transformers import PreTrainedTokenizerFast
 from vanilla_transformer.extras import MissingExtra
 from vanilla_transformer.pipeline_vanilla_transformer import LOWERCASE_TOKENIZED, lowercase_tokenizer
 
+from .cached_pairs import TEXT_COLUMNS, pairs_dataset
 from .console import first_line
 from .gettext_files import po_pairs
 from .languages import SCRIPTS, codes_naming, script_of
-from .text_files import CorpusError, first_line_of, read_lines
+from .tables import csv_pairs, is_tsv, jsonl_pairs, read_excel, read_parquet, read_tsv, table_pairs
+from .text_files import CorpusError, read_lines
 from .tmx import tmx_pairs
 from .xliff import xliff_pairs
-from .xml_units import xml_units
 
 logger = logging.getLogger(__name__)
 
 
 PREPROCESSING = ("none", LOWERCASE_TOKENIZED)
-TEXT_COLUMNS = ["source", "target"]  # every corpus split's; tokenized, only the training split keeps them
 # The share of one side's training sentences holding a character without a token from which a fine-tune is refused: a
 # vocabulary learned from the corpus leaves far fewer (the rare characters that character_coverage drops), one learned
 # from other languages most of them (docs/training.md, Fine-tuning).
 UNCOVERED_SHARE = 0.1
-# The share of a TSV's lines with more tab-separated fields than the others from which the file is refused, not read
-# without them: a few are tabs inside sentences, many a file whose columns change part-way.
-WIDE_SHARE = 0.01
 FILE_KINDS = ".tsv (or tab-separated .txt), .csv, .jsonl, .json, .parquet, .xlsx, .tmx, .xlf (XLIFF) or .po"
 XLIFF_SUFFIXES = {".xlf", ".xliff", ".sdlxliff", ".mqxliff"}  # the standard's, Trados's and memoQ's
 
@@ -130,39 +120,8 @@ class DataArguments:
 
 
 # Readers: one per kind of source, each returning a Dataset with "source" and "target" columns ------------------------
-# Files are read with training.text_files (lines end at "\n" only, errors name the file and line) and handed to
-# `datasets` as a generator: `load_dataset("text" | "json")` would split lines at a lone "\r" as well, and report a
-# bad byte or a bad JSON value without its line.
-
-PAIR_FEATURES = Features({"source": Value("string"), "target": Value("string")})
-
-# The readers' code keys each cached dataset too: a file cached by another version of them is read again.
-READER_CODE = hashlib.sha256(
-    b"".join(
-        Path(sys.modules[name].__file__).read_bytes()
-        for name in (
-            __name__,
-            *(f.__module__ for f in (read_lines, xml_units, tmx_pairs, xliff_pairs, po_pairs, codes_naming)),
-        )
-    )
-).hexdigest()  # the modules' files as installed: their source, or only their bytecode where that is all there is
-
-
-def pairs_dataset(pairs: Callable[..., Iterator[dict]], files: tuple[Path, ...], **options) -> Dataset:
-    """The Dataset of what `pairs(files, **options)` yields, cached by `datasets` under the files' paths, sizes and
-    modification times and the readers' code (a changed file, or another version of the readers, reads it again).
-    `files` is a tuple: `datasets` would shard a list."""
-    stats = [(str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
-    key = (pairs.__name__, stats, sorted(options.items()), READER_CODE)
-    fingerprint = hashlib.sha256(repr(key).encode()).hexdigest()[:32]
-    try:
-        return Dataset.from_generator(
-            pairs, features=PAIR_FEATURES, gen_kwargs={"files": files, **options}, fingerprint=fingerprint
-        )
-    except DatasetGenerationError as error:  # datasets wraps what the generator raised
-        if isinstance(error.__cause__, CorpusError):
-            raise error.__cause__ from None
-        raise
+# Tables (TSV, CSV, JSON, Parquet, .xlsx) are training.tables'; translation tools' files training.tmx's, .xliff's and
+# .gettext_files'; every reader's pairs become a cached Dataset in training.cached_pairs.
 
 
 def read_text_pair(prefix: Path, source_lang: str, target_lang: str) -> Dataset:
@@ -202,278 +161,43 @@ def language_file(prefix: Path, lang: str) -> Path:
     )
 
 
-SIDE_NAMES = (("source", "target"), ("src", "tgt"))  # column names that say which side a text is on, not its language
-
-
-def side_columns(names: Collection[str], languages: tuple[str, str], where: str) -> tuple[str, str] | None:
-    """The two of a table's column names (a header row's, a record's keys) that hold the source and the target texts:
-    those that name the languages (`codes_naming`: EN or en-US for en), else "source" and "target" (or "src" and
-    "tgt"), as tables made for translation often name them; None where neither pair is there. Two columns of one
-    language (en-US and en-GB for en) are refused: which one to read is the user's choice."""
-    if all(lang in names for lang in languages):  # the usual case, read fast: a JSON file's every record asks
-        return languages
-    columns = [codes_naming(names, lang) for lang in languages]
-    for side, lang, named in zip(TEXT_COLUMNS, languages, columns, strict=True):
-        if len(named) > 1:
-            raise CorpusError(
-                f"{where}: columns {' and '.join(named)} are both {lang}; name one (--{side}_lang {named[0]})."
-            )
-    if all(columns):
-        return columns[0][0], columns[1][0]
-    return next((pair for pair in SIDE_NAMES if set(pair) <= set(names)), None)
-
-
-def missing_language(names: Iterable[str], languages: tuple[str, str]) -> str:
-    """The first of `languages` that `names` lacks: what a table without its side columns is told it misses."""
-    names = set(names)
-    return next(lang for lang in languages if lang not in names)
-
-
-def read_tsv(path: Path, languages: list[str], source_lang: str, target_lang: str) -> Dataset:
-    """Tab-separated columns, one language each: named by a header row that names both languages (as pandas'
-    `to_csv(sep="\\t")` writes one) or the source and target columns, else by `languages`; further columns
-    (attribution, a row number) are kept out. Its first COLUMN_SAMPLE lines, read once, say how its fields are
-    quoted, whether a header names them, and how many fields its lines usually hold."""
-    head = list(itertools.islice(read_lines(path), COLUMN_SAMPLE))
-    quoted = csv_quoted(head)
-    if quoted:
-        logger.info("%s: its fields are quoted as pandas' to_csv writes them (a quote inside doubled); read so", path)
-    first = [field.strip() for field in tsv_fields(head[0] if head else "", quoted)]
-    sides = side_columns(first, (source_lang, target_lang), f"{path}, line 1")
-    header = sides is not None
-    if header:
-        logger.info("%s: its first line names the columns: %s", path, first)
-    else:
-        sides = side_columns(languages, (source_lang, target_lang), "--tsv_languages")
-        if sides is None:
-            lang = missing_language(languages, (source_lang, target_lang))
-            raise CorpusError(f"{path}: unknown language code {lang!r}; its columns are {languages} (--tsv_languages).")
-    names = first if header else languages
-    source_column, target_column = names.index(sides[0]), names.index(sides[1])
-    expected = max(source_column, target_column) + 1 if header else len(languages)
-    columns = (source_column, target_column, expected, usual_width(head, quoted))
-    return pairs_dataset(tsv_pairs, (path,), columns=columns, skip=int(header), quoted=quoted)
-
-
-QUOTED_FIELD = re.compile(r'"(?:[^"]|"")*"')  # as csv writes a field that holds a quote: in quotes, its quotes doubled
-
-
-def csv_quoted(lines: list[str]) -> bool:
-    """Whether a TSV's fields are quoted as Python's csv module and pandas' `to_csv(sep="\\t")` write them, judged from
-    `lines`, its first: every field that holds a quote is in quotes, with its own quotes doubled, and one of them
-    doubles a quote. A TSV written otherwise (Tatoeba's, manythings.org's) holds its quotes as they are written."""
-    fields = [field for line in lines for field in line.split("\t") if '"' in field]
-    return any('""' in field[1:-1] for field in fields) and all(QUOTED_FIELD.fullmatch(field) for field in fields)
-
-
-def usual_width(lines: list[str], quoted: bool) -> int:
-    """The number of tab-separated fields that most of `lines` (a TSV's first) hold."""
-    widths = Counter(len(tsv_fields(line, quoted)) for line in lines if line.strip())
-    return widths.most_common(1)[0][0] if widths else 0
-
-
-def tsv_fields(line: str, quoted: bool) -> list[str]:
-    """A TSV line's fields: split at its tabs, and unquoted where the file is csv-quoted."""
-    return next(csv.reader([line], delimiter="\t")) if quoted else line.split("\t")
-
-
-def tsv_pairs(files: tuple[Path], columns: tuple[int, int, int, int], skip: int, quoted: bool) -> Iterator[dict]:
-    """`columns`: the source's and the target's, the fields a line must hold at least, and the fields the file's lines
-    usually hold. A line holding more (a tab inside a sentence, as `paste` joins two sides that hold one) is split
-    where no one can tell, and is left out."""
-    source_column, target_column, expected, width = columns
-    count, wide = 0, []
-    for count, line in itertools.islice(enumerate(read_lines(files[0]), start=1), skip, None):
-        if not line.strip():  # a blank line is an empty pair, dropped later with a count
-            yield {"source": "", "target": ""}
-            continue
-        try:
-            fields = tsv_fields(line, quoted)
-        except csv.Error as error:  # a field beyond csv's size limit
-            raise CorpusError(f"{files[0]}, line {count}: not a quoted TSV line ({error}).") from None
-        if len(fields) < expected:
-            raise CorpusError(f"{files[0]}, line {count}: {len(fields)} tab-separated column(s), expected {expected}.")
-        if len(fields) > width and any(field.strip() for field in fields[width:]):
-            wide.append(count)
-            continue
-        yield {"source": fields[source_column], "target": fields[target_column]}
-    if count == 0:
-        raise CorpusError(f"{files[0]} is empty.")
-    if wide:
-        check_wide_lines(files[0], wide, count, width)
-
-
-def check_wide_lines(path: Path, wide: list[int], lines: int, width: int) -> None:
-    """Lines left out for holding more tab-separated fields than the file's `width`: logged, or, where they are more
-    than WIDE_SHARE of its lines (a file whose columns change part-way), refused."""
-    where = f"line{'s' * (len(wide) > 1)} {', '.join(map(str, wide[:5]))}{', ...' * (len(wide) > 5)}"
-    if len(wide) > WIDE_SHARE * lines:
-        raise CorpusError(
-            f"{path}: {len(wide)} of {lines} lines hold more tab-separated fields than its first lines' {width} "
-            f"({where}): tabs inside sentences, or columns that change part-way; write the file again."
-        )
-    logger.warning(
-        "%s: %d of %d lines hold more tab-separated fields than its others' %d, a tab inside a sentence: left out (%s)",
-        path, len(wide), lines, width, where,
-    )  # fmt: skip
-
-
-def read_jsonl(path: Path, source_lang: str, target_lang: str) -> Dataset:
-    """JSON records in the Hub's translation format, {"translation": {"en": "...", "de": "..."}}, or one key per
-    language, {"en": "...", "de": "..."} (or per side, {"source": "...", "target": "..."}), as pandas writes a
-    table's rows: one a line (JSON Lines), or all in one JSON array (`json.dump` of a list, pandas'
-    `to_json(orient="records")`)."""
-    return pairs_dataset(jsonl_pairs, (path,), languages=(source_lang, target_lang))
-
-
-def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
-    for where, record in json_records(files[0]):
-        pair = record.get("translation", record) if isinstance(record, dict) else record
-        if not isinstance(pair, dict):
-            raise CorpusError(f"{where}: a {type(pair).__name__}, not an object of translations.")
-        sides = side_columns(pair, languages, where)
-        if sides is None:
-            raise CorpusError(
-                f"{where}: no {missing_language(pair, languages)!r} translation (keys there: {sorted(pair)})."
-            )
-        for name in sides:
-            if not isinstance(pair[name], str | None):
-                raise CorpusError(f"{where}: the {name!r} translation is {pair[name]!r}, not a string.")
-        # A null text (pandas writes a missing value so) is an empty one, as in a table: training drops the pair.
-        yield {"source": pair[sides[0]] or "", "target": pair[sides[1]] or ""}
-
-
-def json_records(path: Path) -> Iterator[tuple[str, object]]:
-    """Each record of a JSON Lines file, or of a file that holds one JSON array, with where it stands ("FILE, line N"
-    or "FILE, item N")."""
-    lines = enumerate(read_lines(path), start=1)
-    first = next(((number, line) for number, line in lines if line.strip()), None)
-    if first is None:
-        raise CorpusError(f"{path} is empty.")
-    lines = itertools.chain([first], lines)
-    if first[1].lstrip().startswith("["):
-        items, index = array_items("\n".join(line for _, line in lines)), 0
-        try:
-            for index, item in enumerate(items, start=1):
-                yield f"{path}, item {index}", item
-        except json.JSONDecodeError as error:
-            line = first[0] + error.lineno - 1
-            raise CorpusError(f"{path}, line {line}: not JSON ({error.msg}: column {error.colno}).") from None
-        if not index:
-            raise CorpusError(f"{path}: an empty JSON array.")
-        return
-    for number, line in lines:
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:  # json's own form of the message
-            raise CorpusError(f"{path}, line {number}: not JSON ({error.msg}: column {error.colno}).") from None
-        yield f"{path}, line {number}", record
-
-
-JSON_SPACE = re.compile(r"[ \t\n\r]*")
-
-
-def past_space(text: str, position: int) -> int:
-    """The position of `text`'s first character at or after `position` that is not JSON's whitespace."""
-    return JSON_SPACE.match(text, position).end()
-
-
-def array_items(text: str) -> Iterator[object]:
-    """The items of the one JSON array that `text` holds, decoded one at a time: `json.loads` builds them all at once,
-    which held a million pairs' array in twice a JSON Lines file's memory. Errors are json's, placed in `text`."""
-    decoder, position = json.JSONDecoder(), past_space(text, past_space(text, 0) + 1)  # past "["
-    while not text.startswith("]", position):
-        item, position = decoder.raw_decode(text, position)
-        yield item
-        position = past_space(text, position)
-        if text.startswith(",", position):
-            position = past_space(text, position + 1)
-            if text.startswith("]", position):
-                raise json.JSONDecodeError("Illegal trailing comma before end of array", text, position - 1)
-        elif not text.startswith("]", position):
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
-    after = past_space(text, position + 1)
-    if after < len(text):  # JSON Lines of lists, or a second array
-        raise json.JSONDecodeError("More JSON after the array (a .json file holds one)", text, after)
-
-
-def read_csv(path: Path, source_lang: str, target_lang: str) -> Dataset:
-    """Comma-separated values, as spreadsheets export them (or semicolon-separated, as Excel does in German or French
-    settings): a header row names each column's language (en,de), or the source and target columns (source,target),
-    and further columns are kept out."""
-    return pairs_dataset(csv_pairs, (path,), languages=(source_lang, target_lang))
-
-
-def csv_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
-    path = files[0]
-    rows = csv.reader(read_lines(path), delimiter=csv_delimiter(path))  # counts its lines: a field may hold a comma
-    try:
-        header = next(rows, None)
-        if header is None:
-            raise CorpusError(f"{path} is empty.")
-        sides = side_columns(header, languages, f"{path}, line 1")
-        if sides is None:
-            raise CorpusError(
-                f"{path}, line 1: no {missing_language(header, languages)!r} column (the header row names {header}; it "
-                "names each column's language, or the source and target columns)."
-            )
-        source_column, target_column = (header.index(name) for name in sides)
-        for row in rows:
-            if not any(field.strip() for field in row):  # a blank line is an empty pair, dropped later with a count
-                yield {"source": "", "target": ""}
-                continue
-            if len(row) < len(header):
-                raise CorpusError(f"{path}, line {rows.line_num}: {len(row)} column(s), expected {len(header)}.")
-            yield {"source": row[source_column], "target": row[target_column]}
-    except csv.Error as error:  # e.g. a field beyond csv's size limit
-        raise CorpusError(f"{path}, line {rows.line_num}: not CSV ({error}).") from None
-
-
-def csv_delimiter(path: Path) -> str:
-    """A comma, or a semicolon where the header row holds semicolons and no comma: Excel writes CSV so where a comma
-    is the decimal mark (in German or French settings)."""
-    header = first_line_of(path)
-    return ";" if ";" in header and "," not in header else ","
-
-
 def tsv_columns(args: DataArguments) -> list[str]:
     """The language of each TSV column: --tsv_languages, else the source's, then the target's."""
     return args.tsv_languages or [args.source_lang, args.target_lang]
 
 
-def is_tsv(path: str) -> bool:
-    """A .tsv file, or a .txt one: manythings.org's Anki pairs and PyTorch's translation tutorial are tab-separated."""
-    return bool({".tsv", ".txt"} & set(Path(path).suffixes))
-
-
 def read_file(path: str, args: DataArguments) -> Dataset:
     if not os.path.isfile(path):
         raise CorpusError(f"{path}: no such file.")
-    suffixes = Path(path).suffixes
+    suffixes, languages = Path(path).suffixes, (args.source_lang, args.target_lang)
     if is_tsv(path):
-        return read_tsv(Path(path), tsv_columns(args), args.source_lang, args.target_lang)
+        return read_tsv(Path(path), tsv_columns(args), languages)
     if ".tmx" in suffixes:
-        return read_pairs(tmx_pairs, path, args)
+        return read_pairs(tmx_pairs, Path(path), languages)
     if XLIFF_SUFFIXES & set(suffixes):
-        return read_pairs(xliff_pairs, path, args)
+        return read_pairs(xliff_pairs, Path(path), languages)
     if suffixes[-1:] == [".po"]:
         if importlib.util.find_spec("polib") is None:
             raise MissingExtra(f"{path}: reading a gettext catalogue needs polib", "po")
-        return read_pairs(po_pairs, path, args)
+        return read_pairs(po_pairs, Path(path), languages)
     if ".jsonl" in suffixes or ".json" in suffixes:
-        return read_jsonl(Path(path), args.source_lang, args.target_lang)
+        return read_pairs(jsonl_pairs, Path(path), languages)
     if ".csv" in suffixes:
-        return read_csv(Path(path), args.source_lang, args.target_lang)
+        return read_pairs(csv_pairs, Path(path), languages)
     if ".parquet" in suffixes:
-        return read_parquet(Path(path), args)
+        return read_parquet(Path(path), languages)
     if ".xlsx" in suffixes:
-        return read_excel(Path(path), args)
+        return read_excel(Path(path), languages)
     if {".xls", ".ods", ".numbers"} & set(suffixes):
         raise CorpusError(f"{path}: a spreadsheet format other than .xlsx; save it as .xlsx (or .csv).")
     check_not_one_side(Path(path), args)
     raise CorpusError(f"{path}: unknown file type; use {FILE_KINDS} (or --data_dir for line-aligned text files).")
+
+
+def read_pairs(pairs: Callable[..., Iterator[dict]], path: Path, languages: tuple[str, str]) -> Dataset:
+    """A file of pairs read by its kind's reader (`pairs`: training.tables' csv_pairs or jsonl_pairs, training.tmx's,
+    .xliff's or .gettext_files' reader) into the two languages' "source"/"target" pairs."""
+    return pairs_dataset(pairs, (path,), languages=languages)
 
 
 def check_not_one_side(path: Path, args: DataArguments) -> None:
@@ -516,7 +240,8 @@ def read_hub_dataset(args: DataArguments) -> DatasetDict:
     for split, dataset in raw.items():
         if roles[split] != split:
             logger.info("--dataset_name %s: split %r is the %s split", args.dataset_name, split, roles[split])
-        pairs[roles[split]] = table_pairs(dataset, args, f"--dataset_name {args.dataset_name}, split {split}")
+        where = f"--dataset_name {args.dataset_name}, split {split}"
+        pairs[roles[split]] = table_pairs(dataset, (args.source_lang, args.target_lang), where)
     return pairs
 
 
@@ -549,76 +274,6 @@ def load_saved_dataset(folder: str) -> DatasetDict:
     are then held out of it)."""
     saved = load_from_disk(folder)
     return saved if isinstance(saved, DatasetDict) else DatasetDict(train=saved)
-
-
-def read_parquet(path: Path, args: DataArguments) -> Dataset:
-    """A Parquet table, as the Hub stores datasets and pandas' `to_parquet` writes a table."""
-    try:
-        pq.read_schema(path)  # before datasets, which would log its own error first
-    except (OSError, pa.ArrowException) as error:
-        raise CorpusError(f"{path}: not a Parquet table ({first_line(error)}).") from None
-    dataset = Dataset.from_parquet(str(path))
-    return table_pairs(dataset, args, str(path))
-
-
-def read_excel(path: Path, args: DataArguments) -> Dataset:
-    """A spreadsheet's first sheet (.xlsx, as Excel and pandas' `to_excel` write one), read by pandas with openpyxl:
-    its first row names the columns, as a CSV's header row does. Every cell is read as written ("NA" and "1999" as
-    text), an empty one as an empty text."""
-    if importlib.util.find_spec("openpyxl") is None:
-        raise MissingExtra(f"{path}: reading a spreadsheet needs openpyxl", "excel")
-    try:
-        table = pandas.read_excel(path, sheet_name=0, dtype=str, keep_default_na=False)
-    except (ValueError, KeyError, zipfile.BadZipFile) as error:  # pandas' and openpyxl's word for a file not .xlsx
-        raise CorpusError(f"{path}: not an .xlsx workbook ({first_line(error)}).") from None
-    table.columns = [str(name).strip() for name in table.columns]
-    return table_pairs(Dataset.from_pandas(table, preserve_index=False), args, f"{path}, its first sheet")
-
-
-def table_pairs(dataset: Dataset, args: DataArguments, where: str) -> Dataset:
-    """The "source"/"target" columns of a table of pairs: from its "translation" column of {language: text} (wmt14)
-    or from one column per language (bentrevett/multi30k). A missing text (null) is read as an empty one, as a blank
-    line of a text file is: training drops such pairs, with a count."""
-    languages = (args.source_lang, args.target_lang)
-    nested = "translation" in dataset.column_names
-    texts = translation_languages(dataset.features["translation"]) if nested else dict(dataset.features)
-    sides = side_columns(texts, languages, where)
-    if sides is None and nested:
-        missing = missing_language(texts, languages)
-        raise CorpusError(f"{where}: its 'translation' column has no {missing!r} (languages: {sorted(texts)}).")
-    if sides is None:
-        raise CorpusError(
-            f"{where}: no 'translation' column and no columns {args.source_lang!r}/{args.target_lang!r} or "
-            f"'source'/'target' (columns: {dataset.column_names})."
-        )
-    for name in sides:
-        if getattr(texts[name], "dtype", None) not in ("string", "large_string"):
-            raise CorpusError(f"{where}: the {name!r} texts are of type {texts[name]}, not strings.")
-
-    def texts_of(batch: dict, name: str) -> list[str]:
-        values = [(row or {}).get(name) for row in batch["translation"]] if nested else batch[name]
-        return [text or "" for text in values]
-
-    return dataset.map(
-        lambda batch: {"source": texts_of(batch, sides[0]), "target": texts_of(batch, sides[1])},
-        batched=True,
-        remove_columns=dataset.column_names,
-        features=PAIR_FEATURES,
-    )
-
-
-def translation_languages(feature: object) -> dict:
-    """The languages of a "translation" column, each with the type of its texts: datasets' `Translation` feature
-    names them, a table's column of dicts (pandas' `to_parquet`) types each."""
-    if isinstance(feature, dict):
-        return dict(feature)
-    return dict.fromkeys(getattr(feature, "languages", []), Value("string"))
-
-
-def read_pairs(pairs: Callable[..., Iterator[dict]], path: str, args: DataArguments) -> Dataset:
-    """A file of a translation tool's kind, read by its module's reader of pairs in the two languages (training.tmx,
-    training.xliff, training.gettext_files)."""
-    return pairs_dataset(pairs, (Path(path),), languages=(args.source_lang, args.target_lang))
 
 
 # What the data's columns hold: languages named the other way round, or a column of row numbers, train garbage ---
