@@ -332,6 +332,11 @@ def test_a_gettext_catalogue_as_software_is_translated(tmp_path, caplog):
     path.write_text(catalogue([po_entry(d, e) for e, d in PAIRS], "en_US"), encoding="utf-8")
     validation = load_parallel_corpus(args, seed=0)["validation"]
     assert pairs_in(validation) == PAIRS
+    # Compressed (.po.gz), in the charset its header names: Latin-1, as older catalogues are.
+    latin1 = catalogue([po_entry(e, d) for e, d in PAIRS]).replace("charset=UTF-8", "charset=ISO-8859-1")
+    (tmp_path / "de.po.gz").write_bytes(gzip.compress(latin1.encode("latin-1")))
+    compressed = replace(args, train_file=[str(tmp_path / "de.po.gz")], validation_file=str(tmp_path / "de.po.gz"))
+    assert pairs_in(load_parallel_corpus(compressed, seed=0)["validation"]) == PAIRS
     refused = refused_as(path)
     refused(catalogue([po_entry(e, d) for e, d in PAIRS], "fr"), r"de\.po: its translations are in fr \(its Language")
     refused(catalogue([po_entry(e, "") for e, _ in PAIRS]), r"de\.po: none of its 8 entries is translated")

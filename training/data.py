@@ -176,7 +176,7 @@ def read_file(path: str, args: DataArguments) -> Dataset:
         return read_pairs(tmx_pairs, Path(path), languages)
     if XLIFF_SUFFIXES & set(suffixes):
         return read_pairs(xliff_pairs, Path(path), languages)
-    if suffixes[-1:] == [".po"]:
+    if path.removesuffix(".gz").endswith(".po"):
         if importlib.util.find_spec("polib") is None:
             raise MissingExtra(f"{path}: reading a gettext catalogue needs polib", "po")
         return read_pairs(po_pairs, Path(path), languages)

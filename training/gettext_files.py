@@ -1,5 +1,5 @@
-"""Gettext catalogues (.po), as software is translated (GNU gettext, Django, WordPress, Weblate, Poedit): each
-translated entry's source text (msgid) and its translation (msgstr) a pair, read by polib (the `po` extra). The
+"""Gettext catalogues (.po, or .po.gz), as software is translated (GNU gettext, Django, WordPress, Weblate, Poedit):
+each translated entry's source text (msgid) and its translation (msgstr) a pair, read by polib (the `po` extra). The
 catalogue's Language header names its translations' language; its source texts' language is not written down, and is
 taken to be the other of the two."""
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .console import first_line
 from .languages import codes_naming
-from .text_files import CorpusError
+from .text_files import CorpusError, binary_file
 
 if TYPE_CHECKING:
     import polib
@@ -42,16 +42,26 @@ def po_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict]:
 
 
 def read_catalogue(path: Path) -> "polib.POFile":
-    """A .po file, parsed by polib; a file it cannot parse or decode ends in a `CorpusError`."""
+    """A .po file (or a gzip-compressed .po.gz), parsed by polib in the charset its header names; a file it cannot
+    parse or decode ends in a `CorpusError`."""
     import polib
 
     try:
-        return polib.pofile(str(path))
+        return polib.pofile(str(path) if path.suffix != ".gz" else catalogue_text(path))
     except (OSError, ValueError) as error:
         line = re.search(r"\(line (\d+)\)$", first_line(error))
         if line:  # polib's "Syntax error in po file PATH (line N)"
             raise CorpusError(f"{path}, line {line[1]}: not a gettext catalogue (a syntax error).") from None
         raise CorpusError(f"{path}: not a gettext catalogue ({first_line(error)}).") from None
+
+
+def catalogue_text(path: Path) -> str:
+    """A .po.gz file's text, decoded in the charset its header names (polib reads only a file's own bytes)."""
+    import polib
+
+    with binary_file(path) as stream:
+        data = stream.read()
+    return data.decode(polib.detect_encoding(data))  # a UnicodeDecodeError is a ValueError: the caller names it
 
 
 def translations_side(language: str, languages: tuple[str, str], path: Path) -> tuple[int, int]:
