@@ -460,7 +460,7 @@ def test_a_column_of_row_numbers_read_as_a_language_is_refused_with_the_columns_
     load_parallel_corpus(DataArguments(train_file=str(tsv), split_validation_size=2, split_test_size=2), seed=0)
 
 
-def test_parquet_tables_as_files_and_as_a_local_dataset_with_their_nulls_and_errors(tmp_path):
+def test_parquet_tables_as_files_and_as_a_local_dataset_with_their_nulls_and_errors(tmp_path, caplog):
     import pandas  # datasets requires it
 
     english, german = [e for e, _ in PAIRS], [d for _, d in PAIRS]
@@ -480,8 +480,9 @@ def test_parquet_tables_as_files_and_as_a_local_dataset_with_their_nulls_and_err
     corpus = load_parallel_corpus(args, seed=0)
     assert corpus["train"].num_rows == len(PAIRS) - 1 - 2 and corpus["validation"]["source"] == english
     nested.to_parquet(tmp_path / "hub" / "train.parquet")
-    with pytest.raises(CorpusError, match=r"hub: cannot be read \(Couldn't cast .* because column names don't match\)"):
+    with pytest.raises(CorpusError, match=r"hub: cannot be read \(\S+hub/\w+\.parquet: Couldn't cast .* because"):
         load_parallel_corpus(args, seed=0)  # one split of one key per language, the other of a translation column
+    assert "Failed to read" not in caplog.text  # datasets' own dozen lines, held back
     (tmp_path / "hub" / "validation.parquet").unlink()
     nested.assign(translation=[{"en": e, "fr": d} for e, d in PAIRS]).to_parquet(tmp_path / "hub" / "train.parquet")
     with pytest.raises(

@@ -9,10 +9,12 @@ the training pairs whose source sentence is also held out are dropped.
 Bad data raises `CorpusError` naming the file and line; empty pairs are dropped with a count in the log.
 """
 
+import contextlib
 import importlib.util
 import itertools
 import logging
 import os
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -222,16 +224,19 @@ def read_hub_dataset(args: DataArguments) -> DatasetDict:
             f"--dataset_config_name {args.dataset_config_name}."
         )
     try:
-        raw = (
-            load_saved_dataset(args.dataset_name)
-            if saved
-            else load_dataset(args.dataset_name, args.dataset_config_name)
-        )
+        with held_failures() as failures:
+            raw = (
+                load_saved_dataset(args.dataset_name)
+                if saved
+                else load_dataset(args.dataset_name, args.dataset_config_name)
+            )
     except (OSError, ValueError) as error:  # not on the Hub, unreachable (offline), or no such configuration
         raise CorpusError(f"--dataset_name {args.dataset_name}: cannot be loaded ({first_line(error)})") from None
     except DatasetGenerationError as error:  # its files disagree, as splits whose columns differ
         lines = str(error.__cause__ or error).splitlines()
         found = " ... ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else type(error).__name__
+        failed = re.match(r"Failed to [^']*'([^']+)'", failures[0]) if failures else None
+        found = f"{failed[1]}: {found}" if failed else found
         raise CorpusError(f"--dataset_name {args.dataset_name}: cannot be read ({found})") from None
     roles = split_roles(list(raw))
     if "train" not in roles.values():
@@ -243,6 +248,29 @@ def read_hub_dataset(args: DataArguments) -> DatasetDict:
         where = f"--dataset_name {args.dataset_name}, split {split}"
         pairs[roles[split]] = table_pairs(dataset, (args.source_lang, args.target_lang), where)
     return pairs
+
+
+@contextlib.contextmanager
+def held_failures() -> Iterator[list[str]]:
+    """The messages that datasets' file readers (parquet, json, csv, ...) log as an error before they raise, held in
+    the list given instead of printed: a dozen lines that the one-line error above says again, naming the file."""
+    held = []
+
+    def hold(record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and record.getMessage().startswith("Failed to"):
+            held.append(record.getMessage())
+            return False
+        return True
+
+    names = [name for name in logging.root.manager.loggerDict if name.startswith("datasets.packaged_modules.")]
+    readers = [logging.getLogger(name) for name in names]
+    for reader in readers:
+        reader.addFilter(hold)
+    try:
+        yield held
+    finally:
+        for reader in readers:
+            reader.removeFilter(hold)
 
 
 # The names that datasets' own file patterns read as a training or a validation split (datasets.data_files).
