@@ -38,8 +38,7 @@ fi
 vt-translate --model "$output" "${sentences[@]}"
 # The explorer: the model in a static page (building it fetches two JavaScript libraries with npm, once).
 if command -v npm >/dev/null; then
-    vt-site build "$output-site" --model "$output" --force
-    echo "Explore the model in your browser: python -m http.server -d $output-site 8000   (then open http://127.0.0.1:8000)"
+    vt-site build "$output-site" --model "$output" --force   # it says how to open the page
 else
     echo "To explore the model in your browser, install Node.js (npm), then: .venv/bin/vt-site build $output-site --model $output"
 fi
