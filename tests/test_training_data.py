@@ -4,6 +4,7 @@ import codecs
 import gzip
 import json
 import logging
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -113,6 +114,52 @@ def test_a_json_array_of_the_hubs_records_as_json_dump_writes_it_and_its_errors(
     path.write_text(json.dumps(records[:2])[:-1] + ",]", encoding="utf-8")
     with pytest.raises(CorpusError, match=r"line 1: not JSON \(Illegal trailing comma before end of array"):
         load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
+
+
+def test_a_json_array_is_read_a_piece_at_a_time_and_placed_errors_as_json_places_them(tmp_path, monkeypatch):
+    from vanilla_transformer.training import tables
+
+    monkeypatch.setattr(tables, "JSON_PIECE", 7)  # pieces cut items, lines and characters (ä is two bytes)
+    path = tmp_path / "pairs.json"
+    records = [{"translation": {"en": e, "de": d}} for e, d in PAIRS * 3]
+    for text in (json.dumps(records, ensure_ascii=False), json.dumps(records, indent=2, ensure_ascii=False)):
+        path.write_text(text, encoding="utf-8")
+        pairs = pairs_in(
+            load_parallel_corpus(
+                DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0), seed=0
+            )["validation"]
+        )
+        assert pairs == PAIRS * 3
+        # Each error at the line and column where json.loads of the whole text finds it, in its words (but for a
+        # second value after the array, which json calls "Extra data").
+        missing_comma = re.sub(r"\}\s*,(\s*\{)", r"}\1", text, count=1)
+        broken = [text[:-30] + "]", text.replace('"de"', '"de" "x"', 20), missing_comma, text + " []"]
+        for document, words in zip(broken, [None, None, None, "More JSON after the array"], strict=True):
+            path.write_text(document, encoding="utf-8")
+            with pytest.raises(json.JSONDecodeError) as expected:
+                json.loads(document)
+            error = expected.value
+            place = rf"line {error.lineno}: not JSON \({re.escape(words or error.msg)}.*: column {error.colno}\)"
+            with pytest.raises(CorpusError, match=place):
+                load_parallel_corpus(DataArguments(train_file=str(path)), seed=0)
+
+
+def test_text_read_in_pieces_is_the_text_and_its_errors_name_the_line(tmp_path):
+    from vanilla_transformer.training.text_files import read_pieces
+
+    text = "ein hund läuft\r\n" + "ä" * 40 + "\nzwei männer\n"
+    for encoding in ("utf-8", "utf-8-sig", "utf-16"):
+        (tmp_path / "text").write_bytes(text.encode(encoding))
+        assert "".join(read_pieces(tmp_path / "text", 5)) == text
+    (tmp_path / "text").write_bytes(text.encode() + b"x\xff")
+    with pytest.raises(CorpusError, match=r"text, line 4: not UTF-8 text \(byte 0xff at byte 2 of the line\)"):
+        list(read_pieces(tmp_path / "text", 5))
+    (tmp_path / "text").write_bytes(("ä" * 40).encode() + b"\xc3")  # a character cut off at the end
+    with pytest.raises(CorpusError, match=r"text, line 1: not UTF-8 text \(byte 0xc3 at byte 81 of the line\)"):
+        list(read_pieces(tmp_path / "text", 5))
+    (tmp_path / "text").write_bytes(b"one\ntwo\nthree \x00\n")
+    with pytest.raises(CorpusError, match=r"text, line 3: a NUL byte"):
+        list(read_pieces(tmp_path / "text", 5))
 
 
 @pytest.mark.parametrize("index", [True, False], ids=["with-row-numbers", "without"])

@@ -23,7 +23,7 @@ from vanilla_transformer.extras import MissingExtra
 from .cached_pairs import PAIR_FEATURES, TEXT_COLUMNS, pairs_dataset
 from .console import first_line
 from .languages import codes_naming
-from .text_files import CorpusError, first_line_of, read_lines
+from .text_files import CorpusError, first_line_of, read_lines, read_pieces
 
 logger = logging.getLogger(__name__)
 
@@ -213,57 +213,104 @@ def jsonl_pairs(files: tuple[Path], languages: tuple[str, str]) -> Iterator[dict
 def json_records(path: Path) -> Iterator[tuple[str, object]]:
     """Each record of a JSON Lines file, or of a file that holds one JSON array, with where it stands ("FILE, line N"
     or "FILE, item N")."""
-    lines = enumerate(read_lines(path), start=1)
-    first = next(((number, line) for number, line in lines if line.strip()), None)
-    if first is None:
+    text = JsonText(read_pieces(path, JSON_PIECE))  # a piece, not a line: a JSON array is often one line
+    first = text.next_character()
+    if not first:
         raise CorpusError(f"{path} is empty.")
-    lines = itertools.chain([first], lines)
-    if first[1].lstrip().startswith("["):
-        items, index = array_items("\n".join(line for _, line in lines)), 0
-        try:
-            for index, item in enumerate(items, start=1):
-                yield f"{path}, item {index}", item
-        except json.JSONDecodeError as error:
-            line = first[0] + error.lineno - 1
-            raise CorpusError(f"{path}, line {line}: not JSON ({error.msg}: column {error.colno}).") from None
+    if first == "[":
+        index = 0
+        for index, item in enumerate(array_items(text, path), start=1):
+            yield f"{path}, item {index}", item
         if not index:
             raise CorpusError(f"{path}: an empty JSON array.")
         return
-    for number, line in lines:
+    text.pieces.close()
+    for number, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:  # json's own form of the message
-            raise CorpusError(f"{path}, line {number}: not JSON ({error.msg}: column {error.colno}).") from None
+            raise not_json(path, (number, error.colno), error.msg) from None
         yield f"{path}, line {number}", record
 
 
+def not_json(path: Path, place: tuple[int, int], message: str) -> CorpusError:
+    """The error for text that is not JSON at `place` (line, column), in the form of json's own messages."""
+    return CorpusError(f"{path}, line {place[0]}: not JSON ({message}: column {place[1]}).")
+
+
+def array_items(text: "JsonText", path: Path) -> Iterator[object]:
+    """The items of the one JSON array that `text` holds (its position at the "["), each decoded from a window of the
+    text that starts at it: `json.loads` holds the whole text and builds every item at once (a million pairs' array
+    in twice a JSON Lines file's memory)."""
+    decoder = json.JSONDecoder()
+    text.position += 1
+    mark = text.next_character()
+    while mark != "]":
+        try:
+            yield text.value(decoder)
+        except json.JSONDecodeError as error:
+            raise not_json(path, text.place(error.pos), error.msg) from None
+        mark = text.next_character()
+        if mark not in (",", "]"):
+            raise not_json(path, text.place(text.position), "Expecting ',' delimiter")
+        if mark == ",":
+            text.position += 1
+            mark = text.next_character()
+            if mark == "]":  # placed where json places it ("Expecting value", before Python 3.13)
+                raise not_json(path, text.place(text.position), "Illegal trailing comma before end of array")
+    text.position += 1
+    if text.next_character():  # JSON Lines of lists, or a second array
+        raise not_json(path, text.place(text.position), "More JSON after the array (a .json file holds one)")
+
+
 JSON_SPACE = re.compile(r"[ \t\n\r]*")
+JSON_PIECE = 1 << 20  # the bytes of a JSON array's text read at a time
 
 
-def past_space(text: str, position: int) -> int:
-    """The position of `text`'s first character at or after `position` that is not JSON's whitespace."""
-    return JSON_SPACE.match(text, position).end()
+class JsonText:
+    """A JSON text read from pieces of it, of which only a window is held: from the value being read on. Positions
+    are the window's, places (line, column) the whole text's."""
 
+    def __init__(self, pieces: Iterator[str]) -> None:
+        self.pieces, self.text, self.position = pieces, "", 0
+        self.lines, self.column = 0, 0  # the lines before the window's first, and that line's columns before it
 
-def array_items(text: str) -> Iterator[object]:
-    """The items of the one JSON array that `text` holds, decoded one at a time: `json.loads` builds them all at once,
-    which held a million pairs' array in twice a JSON Lines file's memory. Errors are json's, placed in `text`."""
-    decoder, position = json.JSONDecoder(), past_space(text, past_space(text, 0) + 1)  # past "["
-    while not text.startswith("]", position):
-        item, position = decoder.raw_decode(text, position)
-        yield item
-        position = past_space(text, position)
-        if text.startswith(",", position):
-            position = past_space(text, position + 1)
-            if text.startswith("]", position):
-                raise json.JSONDecodeError("Illegal trailing comma before end of array", text, position - 1)
-        elif not text.startswith("]", position):
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
-    after = past_space(text, position + 1)
-    if after < len(text):  # JSON Lines of lists, or a second array
-        raise json.JSONDecodeError("More JSON after the array (a .json file holds one)", text, after)
+    def read_more(self) -> bool:
+        """The next piece added to the window, and the text before the position dropped; False at the text's end."""
+        piece = next(self.pieces, None)
+        if piece is None:
+            return False
+        dropped = self.text[: self.position]
+        self.lines += dropped.count("\n")
+        self.column = len(dropped) - dropped.rfind("\n") - 1 if "\n" in dropped else self.column + len(dropped)
+        self.text, self.position = self.text[self.position :] + piece, 0
+        return True
+
+    def next_character(self) -> str:
+        """The next character that is not JSON's whitespace ("" at the text's end), the position moved to it."""
+        while True:
+            self.position = JSON_SPACE.match(self.text, self.position).end()
+            if self.position < len(self.text) or not self.read_more():
+                return self.text[self.position : self.position + 1]
+
+    def value(self, decoder: json.JSONDecoder) -> object:
+        """The JSON value at the position, the position moved past it; a value cut off at the window's end is read
+        again with the next piece, and json's error stands only where the text has ended."""
+        while True:
+            try:
+                value, self.position = decoder.raw_decode(self.text, self.position)
+                return value
+            except json.JSONDecodeError:
+                if not self.read_more():
+                    raise
+
+    def place(self, position: int) -> tuple[int, int]:
+        """The line and column (from 1) in the whole text of a position in the window."""
+        before = self.text[:position]
+        line = self.lines + before.count("\n") + 1
+        return line, position - before.rfind("\n") if "\n" in before else self.column + position + 1
 
 
 def read_parquet(path: Path, languages: tuple[str, str]) -> Dataset:
