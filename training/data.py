@@ -171,28 +171,29 @@ def tsv_columns(args: DataArguments) -> list[str]:
 def read_file(path: str, args: DataArguments) -> Dataset:
     if not os.path.isfile(path):
         raise CorpusError(f"{path}: no such file.")
-    suffixes, languages = Path(path).suffixes, (args.source_lang, args.target_lang)
+    file, languages = Path(path), (args.source_lang, args.target_lang)
+    suffixes = file.suffixes
     if is_tsv(path):
-        return read_tsv(Path(path), tsv_columns(args), languages)
+        return read_tsv(file, tsv_columns(args), languages)
     if ".tmx" in suffixes:
-        return read_pairs(tmx_pairs, Path(path), languages)
+        return read_pairs(tmx_pairs, file, languages)
     if XLIFF_SUFFIXES & set(suffixes):
-        return read_pairs(xliff_pairs, Path(path), languages)
+        return read_pairs(xliff_pairs, file, languages)
     if path.removesuffix(".gz").endswith(".po"):
         if importlib.util.find_spec("polib") is None:
             raise MissingExtra(f"{path}: reading a gettext catalogue needs polib", "po")
-        return read_pairs(po_pairs, Path(path), languages)
+        return read_pairs(po_pairs, file, languages)
     if ".jsonl" in suffixes or ".json" in suffixes:
-        return read_pairs(jsonl_pairs, Path(path), languages)
+        return read_pairs(jsonl_pairs, file, languages)
     if ".csv" in suffixes:
-        return read_pairs(csv_pairs, Path(path), languages)
+        return read_pairs(csv_pairs, file, languages)
     if ".parquet" in suffixes:
-        return read_parquet(Path(path), languages)
+        return read_parquet(file, languages)
     if ".xlsx" in suffixes:
-        return read_excel(Path(path), languages)
+        return read_excel(file, languages)
     if {".xls", ".ods", ".numbers"} & set(suffixes):
         raise CorpusError(f"{path}: a spreadsheet format other than .xlsx; save it as .xlsx (or .csv).")
-    check_not_one_side(Path(path), args)
+    check_not_one_side(file, args)
     raise CorpusError(f"{path}: unknown file type; use {FILE_KINDS} (or --data_dir for line-aligned text files).")
 
 

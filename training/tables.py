@@ -282,9 +282,8 @@ class JsonText:
         piece = next(self.pieces, None)
         if piece is None:
             return False
-        dropped = self.text[: self.position]
-        self.lines += dropped.count("\n")
-        self.column = len(dropped) - dropped.rfind("\n") - 1 if "\n" in dropped else self.column + len(dropped)
+        line, column = self.place(self.position)  # where the new window starts
+        self.lines, self.column = line - 1, column - 1
         self.text, self.position = self.text[self.position :] + piece, 0
         return True
 

@@ -62,7 +62,7 @@ def binary_file(path: str | Path) -> Iterator[BinaryIO]:
 def decode_lines(stream: BinaryIO, name: str) -> Iterator[str]:
     """The lines of a binary stream of UTF-8 text, or of UTF-16 text with its byte-order mark where the stream can be
     peeked at (a file, `sys.stdin.buffer`); `name` is used in errors."""
-    if hasattr(stream, "peek") and stream.peek(2)[:2] in UTF16_BOMS:
+    if utf16_marked(stream):
         yield from utf16_lines(stream, name)
         return
     for number, raw in enumerate(stream, start=1):  # a binary stream splits at b"\n" only
@@ -81,6 +81,11 @@ def not_utf8(name: str, number: int, error: UnicodeDecodeError, before: int) -> 
         f"{name}, line {number}: not UTF-8 text (byte {error.object[error.start]:#04x} at byte "
         f"{before + error.start + 1} of the line); convert the file to UTF-8."
     )
+
+
+def utf16_marked(stream: BinaryIO) -> bool:
+    """Whether a stream that can be peeked at (a file, `sys.stdin.buffer`) starts with a UTF-16 byte-order mark."""
+    return hasattr(stream, "peek") and stream.peek(2)[:2] in UTF16_BOMS
 
 
 def utf16_lines(stream: BinaryIO, name: str) -> Iterator[str]:
@@ -107,7 +112,7 @@ def read_pieces(path: str | Path, size: int = 1 << 20) -> Iterator[str]:
     longer line: what `read_lines` reads, by the same rules, without holding a long line whole (a JSON array written
     on one line)."""
     with binary_file(path) as stream:
-        if stream.peek(2)[:2] in UTF16_BOMS:
+        if utf16_marked(stream):
             yield from utf16_pieces(stream, str(path), size)
             return
         decoder, number, before = codecs.getincrementaldecoder("utf-8")(), 1, 0  # before: the line's bytes so far
