@@ -728,6 +728,19 @@ def test_fused_output_loss_gives_the_output_layers_label_smoothed_loss_and_its_g
     assert grad_hidden.dtype == torch.float32 and grad_hidden.abs().sum() > 0
 
 
+def test_the_fused_output_loss_trains_the_model_in_bf16_autocast_under_bf16(tmp_path):
+    # Accelerate puts --bf16's autocast around the model's forward; the fused loss calls the model's body, which
+    # trained in fp32 under --bf16 (the run's log said bf16).
+    for bf16 in (True, False):
+        trainer = trainer_on_pairs(tmp_path, bf16=bf16, max_steps=1, max_tokens=64, save_strategy="no")
+        assert trainer.fuse_output_loss
+        dtypes = []
+        layer = trainer.model.model.encoder.layers[0].ffn.fc1
+        layer.register_forward_hook(lambda module, inputs, output, seen=dtypes: seen.append(output.dtype))
+        trainer.train()
+        assert dtypes == [torch.bfloat16 if bf16 else torch.float32]
+
+
 def test_fused_output_loss_is_on_where_it_can_run_trains_with_the_plain_loss_and_refuses_what_it_cannot_do(
     tmp_path, monkeypatch
 ):

@@ -236,8 +236,10 @@ class TranslationTrainer(Seq2SeqTrainer):
         """§5.4's loss per label, with the output layer computed inside the fused loss (`--fused_output_loss`)."""
         inputs = with_decoder_inputs(model, inputs)
         labels = inputs.pop("labels")
-        # The decoder's last hidden states (B, T, d_model) without the output layer, which the fused loss computes.
-        hidden = model.model(**inputs).last_hidden_state
+        # The decoder's last hidden states (B, T, d_model) without the output layer, which the fused loss computes;
+        # in --bf16's autocast, which Accelerate wraps around the model's forward only, not around model.model.
+        with self.accelerator.autocast():
+            hidden = model.model(**inputs).last_hidden_state
         weight = model.get_output_embeddings().weight  # (V, d_model), tied to the embeddings (§3.4)
         places = labels
         if self.target_vocabulary is not None:  # (V', d_model) rows and the labels' places among them
