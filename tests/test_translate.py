@@ -61,6 +61,7 @@ def test_files_in_and_out(smoke_run, tmp_path):
     result = subprocess.run([*command, "--output", str(tmp_path / "out.txt")], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "5 lines" in result.stderr  # the progress bar, shown when writing to a file
+    assert "Loading weights" not in result.stderr  # transformers' bar, shown before
     written = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
     assert written[0] == translate(folder, SOURCES[:1])[0] and len(written) == len(SOURCES)
 
