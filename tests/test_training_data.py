@@ -430,6 +430,12 @@ def test_a_tsv_that_pandas_wrote_is_unquoted_and_one_written_as_is_is_read_as_is
     table.to_csv(path, sep="\t", index=False, header=header)  # '"""Yes,"" she said."'
     args = DataArguments(train_file=str(path), validation_file=str(path), split_test_size=0)
     assert pairs_in(load_parallel_corpus(args, seed=0)["validation"]) == pairs
+    # Its first quotes after its first thousand lines (they were read with their quotes doubled).
+    late = PAIRS * (1000 // len(PAIRS) + 1) + QUOTES
+    pandas.DataFrame({"en": [e for e, _ in late], "de": [d for _, d in late]}).to_csv(
+        path, sep="\t", index=False, header=header
+    )
+    assert pairs_in(load_parallel_corpus(args, seed=0)["validation"])[-len(QUOTES) :] == QUOTES
     # Tatoeba's quotes as they are written, a field's first and last characters among them.
     path.write_text("".join(f"{e}\t{d}\n" for e, d in pairs), encoding="utf-8")
     assert pairs_in(load_parallel_corpus(args, seed=0)["validation"]) == pairs

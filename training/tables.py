@@ -27,7 +27,7 @@ from .text_files import CorpusError, first_line_of, read_lines, read_pieces
 
 logger = logging.getLogger(__name__)
 
-HEAD_LINES = 1000  # a TSV's first lines, read to judge its quoting, its header and its usual width
+HEAD_LINES = 1000  # a TSV's lines read to judge its header and its usual width (its first), and its quoting
 # The share of a TSV's lines with more tab-separated fields than the others from which the file is refused, not read
 # without them: a few are tabs inside sentences, many a file whose columns change part-way.
 WIDE_SHARE = 0.01
@@ -68,10 +68,10 @@ def is_tsv(path: str) -> bool:
 def read_tsv(path: Path, columns: list[str], languages: tuple[str, str]) -> Dataset:
     """Tab-separated columns, one language each: named by a header row that names both languages (as pandas'
     `to_csv(sep="\\t")` writes one) or the source and target columns, else by `columns` (--tsv_languages); further
-    columns (attribution, a row number) are kept out. Its first HEAD_LINES lines, read once, say how its fields are
-    quoted, whether a header names them, and how many fields its lines usually hold."""
+    columns (attribution, a row number) are kept out. Its first HEAD_LINES lines say whether a header names them and
+    how many fields its lines usually hold; its first HEAD_LINES lines that hold a quote, how its fields are quoted."""
     head = list(itertools.islice(read_lines(path), HEAD_LINES))
-    quoted = csv_quoted(head)
+    quoted = csv_quoted(lines_with_quotes(path))
     if quoted:
         logger.info("%s: its fields are quoted as pandas' to_csv writes them (a quote inside doubled); read so", path)
     first = [field.strip() for field in tsv_fields(head[0] if head else "", quoted)]
@@ -94,10 +94,16 @@ def read_tsv(path: Path, columns: list[str], languages: tuple[str, str]) -> Data
 QUOTED_FIELD = re.compile(r'"(?:[^"]|"")*"')  # as csv writes a field that holds a quote: in quotes, its quotes doubled
 
 
+def lines_with_quotes(path: Path) -> list[str]:
+    """A TSV's first HEAD_LINES lines that hold a quote, wherever they stand: in a file sorted by length, say, the
+    first thousand lines may hold none."""
+    return list(itertools.islice((line for line in read_lines(path) if '"' in line), HEAD_LINES))
+
+
 def csv_quoted(lines: list[str]) -> bool:
     """Whether a TSV's fields are quoted as Python's csv module and pandas' `to_csv(sep="\\t")` write them, judged from
-    `lines`, its first: every field that holds a quote is in quotes, with its own quotes doubled, and one of them
-    doubles a quote. A TSV written otherwise (Tatoeba's, manythings.org's) holds its quotes as they are written."""
+    `lines`, some of its lines: every field that holds a quote is in quotes, with its own quotes doubled, and one of
+    them doubles a quote. A TSV written otherwise (Tatoeba's, manythings.org's) holds its quotes as they are written."""
     fields = [field for line in lines for field in line.split("\t") if '"' in field]
     return any('""' in field[1:-1] for field in fields) and all(QUOTED_FIELD.fullmatch(field) for field in fields)
 
