@@ -417,6 +417,23 @@ def test_the_probe_batch_is_a_middle_token_budget_batch_of_the_run(model):
     assert batch["input_ids"].shape[0] == len(sampler.batches[len(sampler) // 2])
 
 
+def test_bf16_asked_for_on_a_cpu_that_emulates_it_is_warned_of(tmp_path, monkeypatch, caplog):
+    import vanilla_transformer.training.arguments as arguments
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for flags, instructions, warned in (
+        (["--bf16"], set(), True),
+        (["--bf16"], {"amx_bf16"}, False),
+        ([], set(), False),  # left to the probe, which never picks bf16 there
+        (["--bf16", "false"], set(), False),
+    ):
+        monkeypatch.setattr(arguments, "cpu_bf16_instructions", lambda found=instructions: found)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="vanilla_transformer.training.arguments"):
+            parse_arguments([*SMOKE, "--output_dir", str(tmp_path / "run"), *flags])
+        assert ("--bf16 on a CPU without AMX or AVX512-BF16" in caplog.text) is warned, (flags, instructions)
+
+
 def test_cpu_bf16_needs_the_instructions_and_a_faster_training_step(monkeypatch, tmp_path, model):
     import vanilla_transformer.training.precision as precision
 

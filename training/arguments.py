@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import logging
 import os
 import sys
 import typing
@@ -27,8 +28,11 @@ from vanilla_transformer.folder_checks import check_config_file, check_tokenizer
 
 from .data import DATA_SOURCES, DataArguments
 from .loss import narrows_softmax
+from .precision import cpu_bf16_instructions
 from .schedule_free import is_schedule_free
 from .tokenizer import VocabularySettings
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -361,6 +365,11 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             # accelerate runs several CPU processes as DDP (gloo), and bf16 on CPU, only when told the run is on CPU.
             self.use_cpu = True
             self.dataloader_pin_memory = False  # pinned memory only helps copies to a GPU
+        if self.bf16 and self.use_cpu and not cpu_bf16_instructions():
+            logger.warning(
+                "--bf16 on a CPU without AMX or AVX512-BF16: it emulates bf16's products, many times slower than "
+                "fp32's. Leave --bf16 out (a CPU run then measures which is faster) or give --bf16 false."
+            )
         if is_schedule_free(self.optim):
             self.check_schedule_free()
         if self.muon and self.optim not in TORCH_ADAMW:
