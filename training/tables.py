@@ -2,6 +2,7 @@
 "source" and one "target" column; a Hub dataset's "translation" column of {language: text} too. Each reader returns a
 Dataset of "source"/"target" pairs; bad data raises `CorpusError` naming the file and line (or item, or column)."""
 
+import contextlib
 import csv
 import importlib.util
 import itertools
@@ -70,8 +71,9 @@ def read_tsv(path: Path, columns: list[str], languages: tuple[str, str]) -> Data
     `to_csv(sep="\\t")` writes one) or the source and target columns, else by `columns` (--tsv_languages); further
     columns (attribution, a row number) are kept out. Its first HEAD_LINES lines say whether a header names them and
     how many fields its lines usually hold; its first HEAD_LINES lines that hold a quote, how its fields are quoted."""
-    head = list(itertools.islice(read_lines(path), HEAD_LINES))
-    quoted = csv_quoted(lines_with_quotes(path))
+    with contextlib.closing(read_lines(path)) as lines:
+        head = list(itertools.islice(lines, HEAD_LINES))
+        quoted = csv_quoted(lines_with_quotes(itertools.chain(head, lines)))  # past the head only where it needs
     if quoted:
         logger.info("%s: its fields are quoted as pandas' to_csv writes them (a quote inside doubled); read so", path)
     first = [field.strip() for field in tsv_fields(head[0] if head else "", quoted)]
@@ -94,10 +96,10 @@ def read_tsv(path: Path, columns: list[str], languages: tuple[str, str]) -> Data
 QUOTED_FIELD = re.compile(r'"(?:[^"]|"")*"')  # as csv writes a field that holds a quote: in quotes, its quotes doubled
 
 
-def lines_with_quotes(path: Path) -> list[str]:
-    """A TSV's first HEAD_LINES lines that hold a quote, wherever they stand: in a file sorted by length, say, the
-    first thousand lines may hold none."""
-    return list(itertools.islice((line for line in read_lines(path) if '"' in line), HEAD_LINES))
+def lines_with_quotes(lines: Iterable[str]) -> list[str]:
+    """The first HEAD_LINES of a TSV's `lines` that hold a quote, wherever they stand: in a file sorted by length,
+    say, the first thousand lines may hold none."""
+    return list(itertools.islice((line for line in lines if '"' in line), HEAD_LINES))
 
 
 def csv_quoted(lines: list[str]) -> bool:
