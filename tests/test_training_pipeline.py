@@ -17,6 +17,7 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
+from transformers.utils import logging as hf_logging
 
 from vanilla_transformer.tools.curves import curve, plot_curves, read_log_history
 from vanilla_transformer.tools.report import run_table
@@ -581,6 +582,19 @@ def test_fine_tuning_reuses_the_vocabulary_and_lowers_the_loss_on_new_data(smoke
     train_main([*SMOKE, *flags, "--max_steps", "30", "--average_checkpoints", "0", "--output_dir", str(output)])
     assert (output / "tokenizer.json").read_text() == (start / "tokenizer.json").read_text()
     assert validation_loss(output, PAIRS) < validation_loss(start, PAIRS) - 0.5
+
+
+def test_training_and_averaging_show_no_bar_for_the_weights_they_read_and_write(smoke_run, tmp_path, capfd):
+    """transformers' bars, at each checkpoint written and each model folder read, would cut the Trainer's lines."""
+    start, _ = smoke_run
+    capfd.readouterr()
+    flags = ["--model_name_or_path", str(start), "--max_steps", "20", "--save_steps", "10"]
+    train_main([*SMOKE, *flags, "--output_dir", str(tmp_path / "run")])  # a folder read, two written, one averaged
+    average_main(["--run_dir", str(tmp_path / "run"), "--last", "2", "--output_dir", str(tmp_path / "avg")])
+    log = capfd.readouterr().err
+    assert "20/20" in log  # the Trainer's own bar
+    assert "Loading weights" not in log and "Writing model shards" not in log
+    assert hf_logging.is_progress_bar_enabled()  # back for what the process does next (a Hub download)
 
 
 def test_a_base_folder_whose_tokenizer_pads_on_the_left_is_fine_tuned_on_batches_padded_on_the_right(

@@ -18,7 +18,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -31,7 +31,6 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
-from transformers.utils import logging as hf_logging
 
 from vanilla_transformer import TranslationPipeline  # importing registers the model type: no remote code
 from vanilla_transformer.extras import MissingExtra
@@ -43,6 +42,7 @@ from vanilla_transformer.training import (
     CorpusError,
     decode_lines,
     first_line,
+    loading_bars_for,
     one_line_errors,
     read_lines,
     reuse_freed_memory,
@@ -248,7 +248,7 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
     elif not is_hub_id(name):
         raise ModelFolderError(f"--model {name}: no such folder.")
     try:
-        with weights_loaded_quietly() if folder.is_dir() else nullcontext():  # a Hub id's download keeps its bar
+        with loading_bars_for(name):
             model = AutoModelForSeq2SeqLM.from_pretrained(name).to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(name)
     except SafetensorError:  # an interrupted copy or download; safetensors' own wording changes between releases
@@ -261,18 +261,6 @@ def load_model_folder(name: str, device: torch.device) -> tuple[PreTrainedModel,
         raise ModelFolderError(f"--model {name}: no such folder here, nor a model on the Hub ({reason})") from None
     check_tokenizer(model.config, tokenizer, name)
     return model, tokenizer
-
-
-@contextmanager
-def weights_loaded_quietly() -> Iterator[None]:
-    """transformers' "Loading weights" progress bar off for a moment: standard error is for the command's own lines."""
-    shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if shown:
-            hf_logging.enable_progress_bar()
 
 
 def input_lines(args: argparse.Namespace) -> Iterable[str]:

@@ -24,6 +24,7 @@ PUBLIC = {
     "language_file": "data",
     "one_line_errors": "console",
     "load_parallel_corpus": "data",
+    "loading_bars_for": "console",
     "preprocessed": "data",
     "read_lines": "text_files",
     "read_config": "arguments",

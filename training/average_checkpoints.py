@@ -24,7 +24,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from vanilla_transformer.folder_checks import check_tokenizer_file, numbered_checkpoints
 
 from .checkpoints import EXPONENTIAL_AVERAGE, WEIGHTS, why_incomplete
-from .console import one_line_errors
+from .console import one_line_errors, transformers_bars_off
 from .folders import replacement_problem, write_folder
 from .hub import save_translation_folder
 
@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.last < 1:
         parser.error(f"argument --last: {args.last}: must be at least 1")
     checkpoints = args.checkpoints or last_checkpoints(args.run_dir, args.last)
-    write_averaged_model(checkpoints, args.output_dir)
+    with transformers_bars_off():
+        write_averaged_model(checkpoints, args.output_dir)
     print(f"Averaged {len(checkpoints)} checkpoints ({', '.join(c.name for c in checkpoints)}) into {args.output_dir}")
 
 

@@ -5,14 +5,19 @@ Those are the project's own errors (every check raises a ValueError that names t
 MissingExtra that names the optional dependency to install) and the operating system's: a full disk, a read-only or
 immutable folder, a missing file. A full disk also reaches Python as torch's or safetensors' write errors, which do
 not say so ("basic_ios::clear: iostream error"). Anything else is a bug and keeps its traceback.
+
+Their output is their own, too: transformers' bars for the weights a command reads or writes are kept out of it.
 """
 
 import errno
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 
 from safetensors import SafetensorError
+from transformers.utils import logging as hf_logging
 
 from vanilla_transformer.extras import MissingExtra
 
@@ -71,3 +76,21 @@ def one_line_errors(main: Callable[[list[str] | None], object]) -> Callable[[lis
             raise
 
     return command
+
+
+@contextmanager
+def transformers_bars_off() -> Iterator[None]:
+    """transformers' own progress bars ("Loading weights", "Writing model shards") off for a moment: in a command's
+    output they cut its own lines and the Trainer's bar; they come back as they were."""
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+
+
+def loading_bars_for(model: str | Path) -> AbstractContextManager:
+    """Around loading `model`: no bar for a local folder; a Hub id's download keeps its bar."""
+    return transformers_bars_off() if Path(model).is_dir() else nullcontext()

@@ -36,7 +36,7 @@ from .arguments import DROPOUTS, ModelArguments, TranslationTrainingArguments, V
 from .average_checkpoints import last_checkpoints, write_averaged_model
 from .batching import TokenBudgetBatchSampler
 from .checkpoints import WEIGHTS, newest_complete_checkpoint
-from .console import first_line, one_line_errors
+from .console import first_line, loading_bars_for, one_line_errors, transformers_bars_off
 from .data import (
     CorpusError,
     check_vocabulary_covers,
@@ -178,7 +178,8 @@ def pairs_digest(pairs: Dataset) -> str:
 def build_model(model_args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
     if model_args.model_name_or_path:  # a trained model keeps its architecture; only dropout can change
         dropouts = {k: v for k, v in model_args.config_overrides().items() if k in DROPOUTS}
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path, **dropouts)
+        with loading_bars_for(model_args.model_name_or_path):
+            model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path, **dropouts)
         check_tokenizer(model.config, tokenizer, model_args.model_name_or_path)
         return model
     config = model_args.model_config(
@@ -513,16 +514,17 @@ def main(argv: list[str] | None = None) -> dict:
     checkpoint = resume_checkpoint(args)
 
     corpus, tokenized, trainer = prepare_run(arguments, checkpoint)
-    train_result = trainer.train(resume_from_checkpoint=checkpoint)
-    trainer.log_metrics("train", train_result.metrics)
-
-    results = evaluate_last_and_averaged(trainer, args, corpus, tokenized, data_args.target_lang)
-    summary = run_summary(trainer, train_result.metrics["train_runtime"], tokenized, results, started)
-    if args.should_save:
-        write_model_folder(trainer, arguments, corpus, results, summary)
-        print_summary(summary, results[summary["shipped_model"]])  # first: an upload can fail
-        if push_to_hub:
-            logger.info("Published: %s", publish(output_dir, args.hub_model_id or output_dir.name, args.hub_token))
+    # Each checkpoint written and model folder read would show transformers' bar among the Trainer's own lines.
+    with transformers_bars_off():
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.log_metrics("train", train_result.metrics)
+        results = evaluate_last_and_averaged(trainer, args, corpus, tokenized, data_args.target_lang)
+        summary = run_summary(trainer, train_result.metrics["train_runtime"], tokenized, results, started)
+        if args.should_save:
+            write_model_folder(trainer, arguments, corpus, results, summary)
+            print_summary(summary, results[summary["shipped_model"]])  # first: an upload can fail
+    if args.should_save and push_to_hub:  # the upload's own bar shows
+        logger.info("Published: %s", publish(output_dir, args.hub_model_id or output_dir.name, args.hub_token))
     return {"summary": summary, "results": results}
 
 
