@@ -338,6 +338,10 @@ def translate_folder_as_input(d: Path, run: Path):
     translate_main(["--model", str(run), "--input", str(d)])
 
 
+def translate_missing_input(d: Path, run: Path):
+    translate_main(["--model", str(d / "runs" / "nowhere"), "--input", str(d / "sentences.txt")])
+
+
 def translate_nan_length_penalty(d: Path, run: Path):
     translate_main(["--model", str(run), "--length_penalty", "nan", "a dog"])
 
@@ -730,6 +734,7 @@ CASES = [
     ("vt-translate", "a binary `--input` file", translate_binary),
     ("vt-translate", "`--batch_size 0`", translate_zero_batch),
     ("vt-translate", "`--input` names a folder", translate_folder_as_input),
+    ("vt-translate", "`--input` names no file (found before the model is loaded)", translate_missing_input),
     ("vt-translate", "`--length_penalty nan`", translate_nan_length_penalty),
     ("vt-translate", "`--device tpu`", translate_unknown_device),
     ("vt-translate", "a CTranslate2 export without `--engine ctranslate2`", translate_export_without_engine),

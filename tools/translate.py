@@ -41,6 +41,7 @@ from vanilla_transformer.pipeline_vanilla_transformer import reads_nothing, text
 from vanilla_transformer.training import (
     CorpusError,
     decode_lines,
+    existing_file,
     first_line,
     loading_bars_for,
     one_line_errors,
@@ -339,6 +340,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         "CPUs, as vt-train does (training.mkl_kernels); false: MKL's own choice. Other CPUs are left as they are.",
     )
     args = parser.parse_args(argv)
+    if args.input:
+        existing_file(args.input)  # now, not after the model's seconds of loading
     if args.input and args.output and os.path.exists(args.output) and os.path.samefile(args.input, args.output):
         parser.error(f"--output {args.output} is the --input file: writing would erase the sentences before reading.")
     return args

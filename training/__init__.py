@@ -19,6 +19,7 @@ PUBLIC = {
     "config_file": "arguments",
     "data_arguments": "arguments",
     "decode_lines": "text_files",
+    "existing_file": "text_files",
     "first_line": "console",
     "last_checkpoints": "average_checkpoints",
     "language_file": "data",

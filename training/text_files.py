@@ -42,15 +42,21 @@ def first_line_of(path: str | Path) -> str:
     return first
 
 
-@contextlib.contextmanager
-def binary_file(path: str | Path) -> Iterator[BinaryIO]:
-    """A file's bytes, decompressed if its name ends in .gz; a cut-off .gz file, found while it is read, ends in a
-    `CorpusError`."""
+def existing_file(path: str | Path) -> Path:
+    """`path`, where it names a file; a folder or nothing there is a `CorpusError` that says which."""
     path = Path(path)
     if path.is_dir():
         raise CorpusError(f"{path}: a folder; give a file of sentences.")
     if not path.is_file():
         raise CorpusError(f"{path}: no such file.")
+    return path
+
+
+@contextlib.contextmanager
+def binary_file(path: str | Path) -> Iterator[BinaryIO]:
+    """A file's bytes, decompressed if its name ends in .gz; a cut-off .gz file, found while it is read, ends in a
+    `CorpusError`."""
+    path = existing_file(path)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rb") as stream:
