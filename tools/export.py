@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vanilla_transformer.export_base import DEFAULT_MAX_POSITIONS, QUANTIZATIONS, ExportError
-from vanilla_transformer.training import one_line_errors, replacement_problem, write_folder
+from vanilla_transformer.training import one_line_errors, replacement_problem, transformers_bars_off, write_folder
 
 
 def export_ctranslate2(
@@ -86,12 +86,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     onnx.add_argument("--quantization", choices=("int8",), help="int8 weights (default: float32).")
     args = parser.parse_args(argv)
-    if args.engine == "onnx":
-        output = export_onnx(args.model_dir, args.output_dir, args.quantization, args.force)
-        print(f"ONNX model ({args.quantization or 'float32'}): {output}")
-        return
-    output = export_ctranslate2(args.model_dir, args.output_dir, args.quantization, args.max_positions, args.force)
-    print(f"CTranslate2 model ({args.quantization or 'float32'}): {output}")
+    with transformers_bars_off():  # the model folder is read without transformers' bar: the output is the command's
+        if args.engine == "onnx":
+            output = export_onnx(args.model_dir, args.output_dir, args.quantization, args.force)
+        else:
+            output = export_ctranslate2(
+                args.model_dir, args.output_dir, args.quantization, args.max_positions, args.force
+            )
+    engine = "ONNX" if args.engine == "onnx" else "CTranslate2"
+    print(f"{engine} model ({args.quantization or 'float32'}): {output}")
 
 
 if __name__ == "__main__":

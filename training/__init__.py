@@ -35,6 +35,7 @@ PUBLIC = {
     "reuse_freed_memory": "allocator",
     "score_cells": "model_card",
     "translation_scores": "metrics",
+    "transformers_bars_off": "console",
     "unknown_names": "arguments",
     "use_mkl_intel_kernels": "mkl_kernels",
     "write_averaged_model": "average_checkpoints",
