@@ -588,13 +588,14 @@ def test_training_and_averaging_show_no_bar_for_the_weights_they_read_and_write(
     """transformers' bars, at each checkpoint written and each model folder read, would cut the Trainer's lines."""
     start, _ = smoke_run
     capfd.readouterr()
+    shown = hf_logging.is_progress_bar_enabled()
     flags = ["--model_name_or_path", str(start), "--max_steps", "20", "--save_steps", "10"]
     train_main([*SMOKE, *flags, "--output_dir", str(tmp_path / "run")])  # a folder read, two written, one averaged
     average_main(["--run_dir", str(tmp_path / "run"), "--last", "2", "--output_dir", str(tmp_path / "avg")])
     log = capfd.readouterr().err
     assert "20/20" in log  # the Trainer's own bar
     assert "Loading weights" not in log and "Writing model shards" not in log
-    assert hf_logging.is_progress_bar_enabled()  # back for what the process does next (a Hub download)
+    assert hf_logging.is_progress_bar_enabled() == shown  # as it was, for what the process does next (a download)
 
 
 def test_a_base_folder_whose_tokenizer_pads_on_the_left_is_fine_tuned_on_batches_padded_on_the_right(
