@@ -13,7 +13,6 @@ import contextlib
 import importlib.util
 import itertools
 import logging
-import os
 import re
 import unicodedata
 from collections import Counter
@@ -37,7 +36,7 @@ from .console import first_line
 from .gettext_files import po_pairs
 from .languages import SCRIPTS, codes_naming, script_of
 from .tables import csv_pairs, is_tsv, jsonl_pairs, read_excel, read_parquet, read_tsv, table_pairs
-from .text_files import CorpusError, read_lines
+from .text_files import CorpusError, existing_file, read_lines
 from .tmx import tmx_pairs
 from .xliff import xliff_pairs
 
@@ -169,9 +168,7 @@ def tsv_columns(args: DataArguments) -> list[str]:
 
 
 def read_file(path: str, args: DataArguments) -> Dataset:
-    if not os.path.isfile(path):
-        raise CorpusError(f"{path}: no such file.")
-    file, languages = Path(path), (args.source_lang, args.target_lang)
+    file, languages = existing_file(path), (args.source_lang, args.target_lang)
     suffixes = file.suffixes
     if is_tsv(path):
         return read_tsv(file, tsv_columns(args), languages)
