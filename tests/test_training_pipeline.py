@@ -546,6 +546,20 @@ def test_the_exponential_average_is_evaluated_after_the_averaged_model_and_ships
     assert average.keys() and all(torch.equal(shipped[name], tensor) for name, tensor in average.items())
     assert not (output / "averaged" / EXPONENTIAL_AVERAGE).exists()  # a model folder, not a checkpoint
     assert "| exponential average of the weights | decay 0.9 |" in (output / "README.md").read_text()
+    assert all(set(splits) == {"validation", "test"} for splits in report["results"].values())
+
+
+def test_without_test_every_model_only_the_shipped_model_translates_the_test_sets(tmp_path):
+    flags = ["--max_steps", "40", "--ema_decay", "0.9", "--test_every_model", "false"]
+    report = train_main([*SMOKE, *flags, "--output_dir", str(tmp_path / "run")])
+    results = report["results"]
+    assert list(results) == ["last", "averaged (last 2)", "exponential average"]
+    assert set(results["last"]) == set(results["averaged (last 2)"]) == {"validation"}
+    assert set(results["exponential average"]) == {"validation", "test"}
+    assert set(report["summary"]["validation_bleu"]) == set(results)  # all three still compared on validation
+    flags = ["--max_steps", "40", "--average_checkpoints", "0", "--test_every_model", "false"]
+    report = train_main([*SMOKE, *flags, "--output_dir", str(tmp_path / "alone")])
+    assert set(report["results"]["last"]) == {"validation", "test"}  # the last checkpoint ships: tested
 
 
 def test_load_best_model_at_end_ships_the_best_checkpoint_under_its_name(tmp_path):

@@ -248,6 +248,14 @@ class TranslationTrainingArguments(Seq2SeqTrainingArguments):
             "evaluated after the last and the averaged model, and ships. 0: off."
         },
     )
+    test_every_model: bool = field(
+        default=True,
+        metadata={
+            "help": "Translate the test sets with every final model (the last, the averaged, the exponential "
+            "average); false: with the model that ships only, the others scored on the validation set alone, where "
+            "they are compared (the minutes of their test translations saved)."
+        },
+    )
     reuse_freed_memory: bool = field(
         default=True,
         metadata={

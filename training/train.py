@@ -303,11 +303,18 @@ def evaluate_last_and_averaged(
 ) -> dict:
     """{"last" (or "best (checkpoint-N)"): scores per split}, with --average_checkpoints N the averaged model's scores
     (§6.1), and with --ema_decay the exponential average's; the last of them then stays loaded in the trainer: the
-    last entry is the model that ships."""
+    last entry is the model that ships. With --test_every_model false the others are scored on validation only."""
     splits = ["validation", *testing_splits(corpus)]
+    averaging, exponential = args.average_checkpoints > 1, trainer.exponential_average is not None
     trainer.compute_metrics = None  # the final scores are against the raw references (evaluate_translations)
-    results = {trained_model_label(trainer): evaluate_translations(trainer, corpus, tokenized, splits, target_lang)}
-    if args.average_checkpoints > 1:
+
+    def scores(ships: bool) -> dict:
+        # The models that do not ship are compared on validation; their test scores only inform.
+        scored = splits if ships or args.test_every_model else splits[:1]
+        return evaluate_translations(trainer, corpus, tokenized, scored, target_lang)
+
+    results = {trained_model_label(trainer): scores(ships=not (averaging or exponential))}
+    if averaging:
         output_dir = Path(args.output_dir)
         checkpoints = last_checkpoints(output_dir, args.average_checkpoints)
         # Rank 0 writes the averaged folder first; then every rank loads it (evaluation runs on all of them).
@@ -316,11 +323,10 @@ def evaluate_last_and_averaged(
                 write_averaged_model(checkpoints, output_dir / "averaged")
             averaged = AutoModelForSeq2SeqLM.from_pretrained(output_dir / "averaged")
         trainer.model.load_state_dict(averaged.state_dict())
-        label = f"averaged (last {len(checkpoints)})"
-        results[label] = evaluate_translations(trainer, corpus, tokenized, splits, target_lang)
-    if trainer.exponential_average is not None:
+        results[f"averaged (last {len(checkpoints)})"] = scores(ships=not exponential)
+    if exponential:
         trainer.model.load_state_dict(trainer.exponential_average.weights())
-        results["exponential average"] = evaluate_translations(trainer, corpus, tokenized, splits, target_lang)
+        results["exponential average"] = scores(ships=True)
     return results
 
 
