@@ -88,11 +88,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with transformers_bars_off():  # the model folder is read without transformers' bar: the output is the command's
         if args.engine == "onnx":
-            engine, output = "ONNX", export_onnx(args.model_dir, args.output_dir, args.quantization, args.force)
+            engine = "ONNX"
+            output = export_onnx(args.model_dir, args.output_dir, args.quantization, args.force)
         else:
-            engine, output = (
-                "CTranslate2",
-                export_ctranslate2(args.model_dir, args.output_dir, args.quantization, args.max_positions, args.force),
+            engine = "CTranslate2"
+            output = export_ctranslate2(
+                args.model_dir, args.output_dir, args.quantization, args.max_positions, args.force
             )
     print(f"{engine} model ({args.quantization or 'float32'}): {output}")
 
